@@ -1,0 +1,67 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "brokerd",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "brokerd", targets: ["brokerd"]),
+        .executable(name: "brokerctl", targets: ["brokerctl"]),
+        .library(name: "BrokerClient", targets: ["BrokerClient"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.3"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+    ],
+    targets: [
+        // libsystemd (sd_notify, sd_listen_fds, sd_journal_sendv) plus two tiny Linux shims.
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"]), .yum(["systemd-devel"])]
+        ),
+        .target(name: "Systemd", dependencies: [
+            "CSystemd",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // A small JSON reader/writer that keeps unknown values byte-for-byte (the cache needs that).
+        .target(name: "BrokerJSON"),
+        // Wire contract: JSON-RPC envelope, method names, params/results, error codes, socket location.
+        .target(name: "BrokerProtocol", dependencies: ["BrokerJSON"]),
+        // Accounts, the unified cache, persistence. Knows nothing about sockets or JSON-RPC.
+        .target(name: "BrokerCore", dependencies: [
+            "BrokerJSON",
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The daemon's configuration file (shared by brokerd and brokerctl).
+        .target(name: "BrokerConfig"),
+        // Unix socket server: framing, peer credentials, dispatch to BrokerCore.
+        .target(name: "BrokerServer", dependencies: [
+            "BrokerJSON", "BrokerProtocol", "BrokerCore", "Systemd",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "BrokerClient", dependencies: ["BrokerJSON", "BrokerProtocol"]),
+        .executableTarget(name: "brokerd", dependencies: [
+            "BrokerServer", "BrokerCore", "BrokerConfig", "BrokerProtocol", "Systemd",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+        ]),
+        .executableTarget(name: "brokerctl", dependencies: [
+            "BrokerClient", "BrokerProtocol", "BrokerJSON", "BrokerConfig",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "BrokerJSON", "BrokerConfig", "BrokerProtocol"],
+                    resources: [.copy("Fixtures")]),
+        .testTarget(name: "BrokerIntegrationTests", dependencies: ["BrokerClient", "BrokerProtocol", "BrokerJSON"]),
+    ]
+)

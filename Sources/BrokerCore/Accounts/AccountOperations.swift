@@ -1,0 +1,205 @@
+import BrokerJSON
+
+/// Account-level operations on the cache: listing, lookup, per-app removal, sign-out, import and export.
+/// The semantics follow SPEC §2 (removal is per app; sign-out is everywhere).
+extension TokenCache {
+    // MARK: Listing and lookup
+
+    /// Every account, grouped by home account; with `clientId`, only those not removed from that client.
+    public func accountSummaries(visibleTo clientId: String? = nil, now: Int64) -> [AccountSummary] {
+        var groups: [String: [CacheEntity]] = [:]
+        for (_, entity) in all(.account) {
+            guard let hid = entity.homeAccountId, !hid.isEmpty else { continue }
+            groups[hid.lowercased(), default: []].append(entity)
+        }
+        return groups.keys.sorted().compactMap { hid in
+            if let clientId, state.isHidden(hid, from: clientId) { return nil }
+            return summary(homeAccountId: hid, accountEntries: groups[hid]!, now: now)
+        }.sorted { ($0.username.lowercased(), $0.homeAccountId) < ($1.username.lowercased(), $1.homeAccountId) }
+    }
+
+    private func summary(homeAccountId hid: String, accountEntries: [CacheEntity], now: Int64) -> AccountSummary {
+        // The home tenant is the utid half of "<uid>.<utid>"; its profile is the primary one.
+        let homeTenant = hid.split(separator: ".").last.map(String.init)?.lowercased()
+        let entries = accountEntries.sorted { ($0.realm ?? "") < ($1.realm ?? "") }
+        let primary = entries.first { $0.realm?.lowercased() == homeTenant } ?? entries[0]
+
+        var apps: [String: AccountSummary.AppTokens] = [:]
+        func app(_ clientId: String) -> AccountSummary.AppTokens {
+            apps[clientId] ?? .init(clientId: clientId, familyId: nil, hasRefreshToken: false, accessTokens: [])
+        }
+        for (_, rt) in find(.refreshToken, CacheQuery(homeAccountId: hid)) {
+            guard let client = rt.clientId?.lowercased() else { continue }
+            var tokens = app(client)
+            tokens.hasRefreshToken = true
+            tokens.familyId = tokens.familyId ?? rt.familyId
+            apps[client] = tokens
+        }
+        for (_, at) in find(.accessToken, CacheQuery(homeAccountId: hid)) {
+            guard let client = at.clientId?.lowercased() else { continue }
+            var tokens = app(client)
+            tokens.accessTokens.append(.init(scopes: at.target, realm: at.realm, expiresOn: at.expiresOn))
+            apps[client] = tokens
+        }
+        let hiddenFrom = state.hidden.filter { $0.value.contains(hid) }.map(\.key).sorted()
+        return AccountSummary(
+            homeAccountId: primary.homeAccountId ?? hid,
+            username: primary.username ?? "",
+            environment: primary.environment ?? "",
+            realm: primary.realm ?? "",
+            localAccountId: primary.localAccountId,
+            name: primary.displayName,
+            authorityType: primary.authorityType,
+            tenants: entries.map {
+                .init(realm: $0.realm ?? "", environment: $0.environment ?? "",
+                      localAccountId: $0.localAccountId, username: $0.username)
+            },
+            apps: apps.keys.sorted().map { key in
+                var tokens = apps[key]!
+                tokens.accessTokens.sort { ($0.expiresOn ?? 0) > ($1.expiresOn ?? 0) }
+                return tokens
+            },
+            hiddenFrom: hiddenFrom,
+            signInRequired: state.signInRequired.contains(hid)
+        )
+    }
+
+    public enum LookupError: Error, Equatable, Sendable {
+        case notFound(String)
+        case ambiguous(String, matches: [String])
+    }
+
+    /// The home account id a selector names. Usernames compare case-insensitively (ADAL stored UPNs as typed).
+    public func resolve(_ selector: AccountSelector) throws(LookupError) -> String {
+        func byId(_ id: String) -> String? {
+            find(.account, CacheQuery(homeAccountId: id)).first.map { _ in id.lowercased() }
+        }
+        func byUsername(_ name: String) throws(LookupError) -> String? {
+            let matches = Set(all(.account).compactMap { entry -> String? in
+                guard entry.entity.username?.lowercased() == name.lowercased() else { return nil }
+                return entry.entity.homeAccountId?.lowercased()
+            })
+            if matches.count > 1 { throw .ambiguous(name, matches: matches.sorted()) }
+            return matches.first
+        }
+        switch selector {
+        case .homeAccountId(let id):
+            if let hid = byId(id) { return hid }
+            throw .notFound(selector.description)
+        case .username(let name):
+            if let hid = try byUsername(name) { return hid }
+            throw .notFound(selector.description)
+        case .either(let text):
+            if let hid = byId(text) { return hid }
+            if let hid = try byUsername(text) { return hid }
+            throw .notFound(text)
+        }
+    }
+
+    // MARK: Removal
+
+    /// Per-app removal: this client's access, id and refresh tokens go and the account is hidden from it.
+    /// Family refresh tokens stay, because the app's FOCI siblings sign in with them.
+    public mutating func removeAccount(_ hid: String, forClient clientId: String) -> RemovalReport {
+        var report = RemovalReport(homeAccountId: hid)
+        let mine = CacheQuery(homeAccountId: hid, clientId: clientId)
+        for (key, _) in find(.accessToken, mine) { remove(.accessToken, key: key); report.accessTokens += 1 }
+        for (key, _) in find(.idToken, mine) { remove(.idToken, key: key); report.idTokens += 1 }
+        for (key, rt) in find(.refreshToken, mine) {
+            if rt.familyId != nil { report.familyRefreshTokensKept += 1; continue }
+            remove(.refreshToken, key: key)
+            report.refreshTokens += 1
+        }
+        state.hide(hid, from: clientId)
+        return report
+    }
+
+    /// Sign-out everywhere: every credential and account entry of the home account, for every client.
+    public mutating func signOut(_ hid: String) -> RemovalReport {
+        var report = RemovalReport(homeAccountId: hid)
+        let everything = CacheQuery(homeAccountId: hid)
+        for (key, _) in find(.accessToken, everything) { remove(.accessToken, key: key); report.accessTokens += 1 }
+        for (key, _) in find(.refreshToken, everything) { remove(.refreshToken, key: key); report.refreshTokens += 1 }
+        for (key, _) in find(.idToken, everything) { remove(.idToken, key: key); report.idTokens += 1 }
+        for (key, _) in find(.account, everything) { remove(.account, key: key); report.accounts += 1 }
+        state.forget(hid)
+        return report
+    }
+
+    // MARK: Import and export
+
+    /// Merges another SDK's cache document. An entry that names the same credential as one already held
+    /// (same account, alias group, client, realm, scopes — whatever its key) replaces it, unless the held one is
+    /// newer. Unknown sections and fields come along verbatim.
+    public mutating func merge(_ other: CacheDocument) -> ImportReport {
+        var report = ImportReport()
+        for kind in CredentialKind.allCases {
+            for (key, incoming) in other.entries[kind] ?? [:] {
+                let existing = sameCredential(as: incoming, kind: kind)
+                if let held = existing.first?.entity {
+                    if isNewer(held, than: incoming, kind: kind) { report.keptNewer += 1; continue }
+                    for (staleKey, _) in existing { remove(kind, key: staleKey) }
+                    report.replaced += 1
+                } else {
+                    report.added += 1
+                }
+                put(kind, key: key, incoming)
+                if kind == .account { report.accounts += 1 }
+                // An app signing an account in again (here: bringing its tokens) makes it visible to it again.
+                if kind == .refreshToken, let hid = incoming.homeAccountId, let client = incoming.clientId {
+                    state.hidden[client.lowercased()]?.remove(hid.lowercased())
+                }
+            }
+        }
+        mergeOpaque(from: other)
+        for (name, json) in other.otherSections where name != BrokerState.sectionName {
+            setOtherSection(name, json: json)
+        }
+        return report
+    }
+
+    private func sameCredential(as entity: CacheEntity, kind: CredentialKind) -> [(key: String, entity: CacheEntity)] {
+        guard let env = entity.environment else { return [] }
+        var query = CacheQuery(homeAccountId: entity.homeAccountId ?? "", environment: env)
+        switch kind {
+        case .accessToken:
+            query.clientId = entity.clientId ?? ""
+            query.realm = entity.realm ?? ""
+            let scopes = Set(entity.target.map { $0.lowercased() })
+            return find(kind, query).filter {
+                Set($0.entity.target.map { $0.lowercased() }) == scopes && $0.entity.keyId == entity.keyId
+            }
+        case .refreshToken:
+            query.clientId = entity.clientId ?? ""
+            return find(kind, query).filter { $0.entity.familyId == entity.familyId }
+        case .idToken:
+            query.clientId = entity.clientId ?? ""
+            query.realm = entity.realm ?? ""
+        case .account:
+            query.realm = entity.realm ?? ""
+        case .appMetadata:
+            query = CacheQuery(environment: env, clientId: entity.clientId ?? "")
+        }
+        return find(kind, query)
+    }
+
+    private func isNewer(_ held: CacheEntity, than incoming: CacheEntity, kind: CredentialKind) -> Bool {
+        switch kind {
+        case .accessToken: return (held.cachedAt ?? 0) > (incoming.cachedAt ?? 0)
+        case .refreshToken: return (held.lastModificationTime ?? 0) > (incoming.lastModificationTime ?? 0)
+        default: return false
+        }
+    }
+
+    /// The MSAL document other SDKs read (brokerd's own section left out).
+    public func exported() -> [UInt8] {
+        document.serialized(indent: 4, excludingSections: [BrokerState.sectionName])
+    }
+
+    /// What brokerd persists: the MSAL document plus its own section.
+    public func persisted() -> [UInt8] {
+        var copy = document
+        if !state.isEmpty { copy.otherSections.append((BrokerState.sectionName, state.json)) }
+        return copy.serialized(indent: nil)
+    }
+}

@@ -1,0 +1,213 @@
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The broker: owns the cache, answers account questions, and persists changes.
+///
+/// Writes are coalesced (group commit): a change marks the cache dirty and the writer, after `writeDelay`,
+/// persists the state of that moment; every change made before a write started is durable when it finishes.
+/// Callers that must not answer before their change is on disk `await` durability; a burst of changes is one write.
+public actor Broker {
+    public struct Status: Sendable {
+        public var accounts: Int
+        public var accessTokens: Int
+        public var refreshTokens: Int
+        public var idTokens: Int
+        public var appMetadata: Int
+        public var cachePath: String?
+        public var keyStore: KeyStore
+        public var lastWrite: Int64?
+        public var lastWriteError: String?
+        public var problems: [String]
+        public var signInRequired: [String]
+        public var startedAt: Int64
+    }
+
+    public enum Failure: Error, Sendable, CustomStringConvertible {
+        case lookup(TokenCache.LookupError)
+        case invalidDocument(String)
+        case notPersisted(String)
+
+        public var description: String {
+            switch self {
+            case .lookup(.notFound(let what)): return "no account matches \(what)"
+            case .lookup(.ambiguous(let what, let matches)):
+                return "\(what) matches \(matches.count) accounts (\(matches.joined(separator: ", "))); use a homeAccountId"
+            case .invalidDocument(let why): return "the cache document cannot be read: \(why)"
+            case .notPersisted(let why): return "the change is in memory but could not be written to disk: \(why)"
+            }
+        }
+    }
+
+    private var cache = TokenCache()
+    private let store: CacheStore
+    private let logger: Logger
+    private let writeDelay: Duration
+    private var problems: [String] = []
+    private let startedAt = Broker.now()
+
+    private var generation = 0
+    private var durableGeneration = 0
+    private var writer: Task<Void, Never>?
+    private var waiters: [(generation: Int, continuation: CheckedContinuation<Void, Error>)] = []
+    private var lastWrite: Int64?
+    private var lastWriteError: String?
+    public private(set) var writeCount = 0
+
+    public init(store: CacheStore, writeDelay: Duration = .milliseconds(20), logger: Logger) {
+        self.store = store
+        self.writeDelay = writeDelay
+        self.logger = logger
+    }
+
+    public static func now() -> Int64 { Int64(time(nil)) }
+
+    /// Loads the persisted cache. A key store that cannot be used is an error (brokerd refuses to start);
+    /// an unreadable cache file is moved aside and reported in the status.
+    public func start() async throws {
+        let loaded = try await store.load()
+        cache = TokenCache(document: loaded.document)
+        if let problem = loaded.problem {
+            problems.append(problem)
+            logger.error("\(problem)")
+        }
+        logger.info("cache loaded", metadata: [
+            "accounts": "\(cache.count(.account))", "refresh_tokens": "\(cache.count(.refreshToken))",
+            "key_store": "\(store.keyStore.name)",
+        ])
+    }
+
+    // MARK: Accounts
+
+    public func accounts(visibleTo clientId: String?) -> [AccountSummary] {
+        cache.accountSummaries(visibleTo: clientId, now: Self.now())
+    }
+
+    /// The account a selector names, as `clientId` sees it (nil when there is none or it was removed from the client).
+    public func account(_ selector: AccountSelector, visibleTo clientId: String) throws -> AccountSummary? {
+        let hid: String
+        do { hid = try cache.resolve(selector) } catch .notFound { return nil } catch { throw Failure.lookup(error) }
+        return accounts(visibleTo: clientId).first { $0.homeAccountId.lowercased() == hid }
+    }
+
+    public func removeAccount(_ selector: AccountSelector, forClient clientId: String) async throws -> RemovalReport {
+        let hid = try resolve(selector)
+        let report = cache.removeAccount(hid, forClient: clientId)
+        logger.info("account removed for one client", metadata: [
+            "account": "\(hid)", "client_id": "\(clientId)", "access_tokens": "\(report.accessTokens)",
+            "refresh_tokens": "\(report.refreshTokens)", "family_refresh_tokens_kept": "\(report.familyRefreshTokensKept)",
+        ])
+        try await commit()
+        return report
+    }
+
+    public func signOut(_ selector: AccountSelector) async throws -> RemovalReport {
+        let hid = try resolve(selector)
+        let report = cache.signOut(hid)
+        logger.info("account signed out everywhere", metadata: [
+            "account": "\(hid)", "refresh_tokens": "\(report.refreshTokens)", "access_tokens": "\(report.accessTokens)",
+        ])
+        try await commit()
+        return report
+    }
+
+    public func importCache(_ bytes: [UInt8]) async throws -> ImportReport {
+        let document: CacheDocument
+        do { document = try CacheDocument.parse(bytes) } catch { throw Failure.invalidDocument(error.description) }
+        let report = cache.merge(document)
+        logger.info("cache imported", metadata: [
+            "added": "\(report.added)", "replaced": "\(report.replaced)", "kept_newer": "\(report.keptNewer)",
+        ])
+        try await commit()
+        return report
+    }
+
+    public func exportCache() -> [UInt8] { cache.exported() }
+
+    private func resolve(_ selector: AccountSelector) throws -> String {
+        do { return try cache.resolve(selector) } catch { throw Failure.lookup(error) }
+    }
+
+    // MARK: Status
+
+    public func status() -> Status {
+        Status(
+            accounts: Set(cache.all(.account).compactMap { $0.entity.homeAccountId?.lowercased() }).count,
+            accessTokens: cache.count(.accessToken),
+            refreshTokens: cache.count(.refreshToken),
+            idTokens: cache.count(.idToken),
+            appMetadata: cache.count(.appMetadata),
+            cachePath: store.keyStore == .memory ? nil : store.path,
+            keyStore: store.keyStore,
+            lastWrite: lastWrite,
+            lastWriteError: lastWriteError,
+            problems: problems,
+            signInRequired: cache.state.signInRequired.sorted(),
+            startedAt: startedAt
+        )
+    }
+
+    /// Cheap round trip through the actor, used by the systemd watchdog to prove the broker is not stuck.
+    public func ping() -> Bool { true }
+
+    // MARK: Persistence (group commit)
+
+    /// Marks the cache changed and returns once a write that includes the change has finished.
+    public func commit() async throws {
+        generation += 1
+        let mine = generation
+        scheduleWrite()
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+            waiters.append((mine, continuation))
+        }
+    }
+
+    /// Marks the cache changed without waiting for the write.
+    public func changed() {
+        generation += 1
+        scheduleWrite()
+    }
+
+    /// Writes now if anything is pending (shutdown).
+    public func flush() async {
+        if let writer { await writer.value }
+        if durableGeneration < generation { await writeLoop(delay: false) }
+    }
+
+    private func scheduleWrite() {
+        guard writer == nil else { return }
+        writer = Task { await self.writeLoop(delay: true) }
+    }
+
+    private func writeLoop(delay: Bool) async {
+        if delay { try? await Task.sleep(for: writeDelay) }
+        while durableGeneration < generation {
+            let target = generation
+            let snapshot = cache  // a value copy: the write proceeds while new changes come in
+            do {
+                try await store.save(snapshot.persisted())
+                writeCount += 1
+                lastWrite = Self.now()
+                lastWriteError = nil
+                durableGeneration = target
+                resumeWaiters(upTo: target, with: nil)
+            } catch {
+                lastWriteError = "\(error)"
+                logger.error("cache write failed", metadata: ["error": "\(error)"])
+                durableGeneration = target
+                resumeWaiters(upTo: target, with: Failure.notPersisted("\(error)"))
+            }
+        }
+        writer = nil
+    }
+
+    private func resumeWaiters(upTo target: Int, with error: Error?) {
+        let ready = waiters.filter { $0.generation <= target }
+        waiters.removeAll { $0.generation <= target }
+        for waiter in ready {
+            if let error { waiter.continuation.resume(throwing: error) } else { waiter.continuation.resume() }
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import BrokerJSON
+
+/// What brokerd remembers beyond the MSAL schema: which apps an account was removed from (it stays hidden from
+/// them until they sign it in again) and which accounts need an interactive sign-in. All ids lower-cased.
+public struct BrokerState: Sendable, Equatable {
+    public static let sectionName = "brokerd"
+
+    public var hidden: [String: Set<String>] = [:]
+    public var signInRequired: Set<String> = []
+
+    public init() {}
+
+    init(json: String) {
+        guard case .object(let root)? = try? JSONReader.parse(json) else { return }
+        if case .object(let byClient)? = root["hiddenAccounts"] {
+            for member in byClient.members {
+                let ids = (member.value.arrayValue ?? []).compactMap(\.stringValue)
+                if !ids.isEmpty { hidden[member.key.lowercased()] = Set(ids.map { $0.lowercased() }) }
+            }
+        }
+        signInRequired = Set((root["signInRequired"]?.arrayValue ?? []).compactMap(\.stringValue).map { $0.lowercased() })
+    }
+
+    var isEmpty: Bool { hidden.isEmpty && signInRequired.isEmpty }
+
+    var json: String {
+        var byClient = JSONObject()
+        for client in hidden.keys.sorted() {
+            byClient[client] = .array(hidden[client]!.sorted().map(JSONValue.string))
+        }
+        let root = JSONObject([
+            "hiddenAccounts": .object(byClient),
+            "signInRequired": .array(signInRequired.sorted().map(JSONValue.string)),
+        ])
+        return JSONWriter().string(.object(root))
+    }
+
+    public func isHidden(_ homeAccountId: String, from clientId: String) -> Bool {
+        hidden[clientId.lowercased()]?.contains(homeAccountId.lowercased()) ?? false
+    }
+
+    mutating func hide(_ homeAccountId: String, from clientId: String) {
+        hidden[clientId.lowercased(), default: []].insert(homeAccountId.lowercased())
+    }
+
+    mutating func forget(_ homeAccountId: String) {
+        let id = homeAccountId.lowercased()
+        for client in hidden.keys {
+            hidden[client]?.remove(id)
+            if hidden[client]?.isEmpty == true { hidden[client] = nil }
+        }
+        signInRequired.remove(id)
+    }
+}

@@ -1,0 +1,152 @@
+import BrokerJSON
+
+/// The five sections of the MSAL unified cache.
+public enum CredentialKind: String, CaseIterable, Sendable, Hashable {
+    case accessToken = "AccessToken"
+    case refreshToken = "RefreshToken"
+    case idToken = "IdToken"
+    case account = "Account"
+    case appMetadata = "AppMetadata"
+
+    public var sectionName: String { rawValue }
+}
+
+/// One entry of the unified cache, kept the way msal-python keeps it: as the object that was read.
+///
+/// Fields brokerd interprets are parsed; every other field is held as `.raw` text and written back unchanged.
+/// Typed accessors read leniently across SDK variants (numbers, strings or floats for timestamps; `target` as
+/// string or array; `kid` or `key_id`; `extended_expires_on` or `ext_expires_on`).
+public struct CacheEntity: Sendable, Equatable {
+    public var fields: JSONObject
+
+    public init(fields: JSONObject = JSONObject()) {
+        self.fields = fields
+    }
+
+    /// Fields whose values brokerd reads; anything else stays verbatim.
+    static let interpretedFields: Set<String> = [
+        "home_account_id", "environment", "credential_type", "client_id", "secret", "realm", "target",
+        "cached_at", "expires_on", "extended_expires_on", "ext_expires_on", "refresh_on", "token_type",
+        "key_id", "kid", "family_id", "last_modification_time", "local_account_id", "username",
+        "authority_type", "name", "given_name", "family_name", "client_info", "account_source",
+    ]
+
+    static let timestampFields: [String] = [
+        "cached_at", "expires_on", "extended_expires_on", "ext_expires_on", "refresh_on", "last_modification_time",
+    ]
+
+    // MARK: Generic access
+
+    /// A field as text: strings as they are, numbers by their literal; null, absent and structures give nil.
+    public func string(_ name: String) -> String? {
+        switch fields[name] {
+        case .string(let s)?: return s
+        case .number(let n)?: return n
+        default: return nil
+        }
+    }
+
+    public func timestamp(_ name: String) -> Int64? {
+        fields[name]?.integerValue
+    }
+
+    public mutating func set(_ name: String, _ value: String?) {
+        fields[name] = value.map(JSONValue.string)
+    }
+
+    public mutating func setTimestamp(_ name: String, _ value: Int64?) {
+        fields[name] = value.map { .string(String($0)) }
+    }
+
+    // MARK: Identity
+
+    public var homeAccountId: String? { string("home_account_id") }
+    public var environment: String? { string("environment") }
+    public var clientId: String? { string("client_id") }
+    public var realm: String? { string("realm") }
+    public var credentialType: String? { string("credential_type") }
+    public var secret: String? { string("secret") }
+
+    /// `"1"` for the Microsoft family; `""`, null and absent all mean "no family".
+    public var familyId: String? {
+        guard let value = string("family_id"), !value.isEmpty else { return nil }
+        return value
+    }
+
+    /// Scopes of an access or refresh token, in stored order.
+    public var target: [String] {
+        switch fields["target"] {
+        case .string(let s)?: return s.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        case .array(let items)?: return items.compactMap(\.stringValue)
+        default: return []
+        }
+    }
+
+    public var keyId: String? { string("key_id") ?? string("kid") }
+    public var tokenType: String { string("token_type") ?? "Bearer" }
+
+    // MARK: Lifetimes
+
+    public var cachedAt: Int64? { timestamp("cached_at") }
+    public var expiresOn: Int64? { timestamp("expires_on") }
+    public var extendedExpiresOn: Int64? { timestamp("extended_expires_on") ?? timestamp("ext_expires_on") }
+    public var refreshOn: Int64? { timestamp("refresh_on") }
+    public var lastModificationTime: Int64? { timestamp("last_modification_time") }
+
+    // MARK: Account fields
+
+    public var username: String? { string("username") }
+    public var localAccountId: String? { string("local_account_id") }
+    public var authorityType: String? { string("authority_type") }
+    public var displayName: String? { string("name") }
+
+    /// A credential (as opposed to a placeholder entry such as `{"foo": "bar"}` that other SDKs' tests keep around).
+    var isCredential: Bool { fields["secret"] != nil || fields["credential_type"] != nil }
+
+    /// The entry as brokerd writes it: every SDK's reader accepts it (integer-string timestamps, `expires_on`
+    /// and `extended_expires_on` always present on access tokens, `target` as a space-separated string);
+    /// fields brokerd does not interpret are untouched.
+    func normalized(as kind: CredentialKind) -> CacheEntity {
+        var copy = self
+        for name in Self.timestampFields {
+            guard let value = copy.fields[name] else { continue }
+            switch value {
+            case .raw: continue
+            case .null: copy.fields[name] = nil
+            default:
+                if let seconds = value.integerValue { copy.fields[name] = .string(String(seconds)) }
+            }
+        }
+        if case .array = copy.fields["target"] {
+            copy.fields["target"] = .string(target.joined(separator: " "))
+        }
+        if kind == .accessToken, isCredential {
+            if copy.fields["expires_on"] == nil { copy.fields["expires_on"] = .string("0") }
+            if copy.fields["extended_expires_on"] == nil {
+                copy.fields["extended_expires_on"] = .string(String(extendedExpiresOn ?? expiresOn ?? 0))
+            }
+        }
+        return copy
+    }
+}
+
+extension CacheEntity {
+    /// The key msal-python would file this entry under. Other SDKs' keys differ; keys are opaque on read
+    /// and only used when brokerd itself adds an entry.
+    public func canonicalKey(as kind: CredentialKind) -> String {
+        let hid = homeAccountId ?? "", env = environment ?? "", client = clientId ?? "", realm = self.realm ?? ""
+        let scopes = target.joined(separator: " ")
+        switch kind {
+        case .accessToken:
+            return [hid, env, "accesstoken", client, realm, scopes].joined(separator: "-").lowercased()
+        case .refreshToken:
+            return [hid, env, "refreshtoken", client, "", scopes].joined(separator: "-").lowercased()
+        case .idToken:
+            return [hid, env, "idtoken", client, realm, ""].joined(separator: "-").lowercased()
+        case .account:
+            return [hid, env, realm].joined(separator: "-").lowercased()
+        case .appMetadata:
+            return "appmetadata-\(env)-\(client)"
+        }
+    }
+}

@@ -1,0 +1,179 @@
+import BrokerJSON
+
+/// Which entries a lookup wants. Unset fields match anything; set fields compare case-insensitively
+/// (`environment` by alias group), and `scopes` asks for a target that is a superset of them.
+public struct CacheQuery: Sendable {
+    public var homeAccountId: String?
+    public var environment: String?
+    public var clientId: String?
+    public var familyId: String?
+    public var realm: String?
+    public var scopes: [String]?
+
+    public init(homeAccountId: String? = nil, environment: String? = nil, clientId: String? = nil,
+                familyId: String? = nil, realm: String? = nil, scopes: [String]? = nil) {
+        self.homeAccountId = homeAccountId
+        self.environment = environment
+        self.clientId = clientId
+        self.familyId = familyId
+        self.realm = realm
+        self.scopes = scopes
+    }
+}
+
+/// The whole unified cache in one place: entries as read (keys opaque), plus indexes by home account,
+/// environment alias group, client id, family id, realm and scope, so that lookups touch only the smallest
+/// matching bucket instead of scanning.
+public struct TokenCache: Sendable {
+    public private(set) var document = CacheDocument()
+    public var aliases: EnvironmentAliases
+    /// brokerd's own bookkeeping (accounts hidden from an app, accounts needing sign-in); persisted in a
+    /// section of its own that exports leave out.
+    public var state = BrokerState()
+
+    private enum Field: CaseIterable { case homeAccount, environment, client, family, realm, scope }
+    private struct Slot: Hashable { var kind: CredentialKind; var field: Field }
+    private var index: [Slot: [String: Set<String>]] = [:]
+
+    public init(aliases: EnvironmentAliases = EnvironmentAliases()) {
+        self.aliases = aliases
+    }
+
+    public init(document: CacheDocument, aliases: EnvironmentAliases = EnvironmentAliases()) {
+        self.aliases = aliases
+        self.document = document
+        if let json = document.otherSections.first(where: { $0.name == BrokerState.sectionName })?.json {
+            state = BrokerState(json: json)
+            self.document.otherSections.removeAll { $0.name == BrokerState.sectionName }
+        }
+        for (kind, section) in document.entries {
+            for (key, entity) in section { addToIndex(kind, key, entity) }
+        }
+    }
+
+    // MARK: Reading
+
+    public func entity(_ kind: CredentialKind, key: String) -> CacheEntity? {
+        document.entries[kind]?[key]
+    }
+
+    public func count(_ kind: CredentialKind) -> Int { document.entries[kind]?.count ?? 0 }
+
+    public func all(_ kind: CredentialKind) -> [(key: String, entity: CacheEntity)] {
+        (document.entries[kind] ?? [:]).map { ($0.key, $0.value) }
+    }
+
+    /// Entries of `kind` matching `query`, found through the smallest index bucket among the query's fields.
+    public func find(_ kind: CredentialKind, _ query: CacheQuery) -> [(key: String, entity: CacheEntity)] {
+        let section = document.entries[kind] ?? [:]
+        var buckets: [Set<String>] = []
+        func bucket(_ field: Field, _ value: String?) {
+            guard let value else { return }
+            buckets.append(index[Slot(kind: kind, field: field)]?[indexValue(field, value)] ?? [])
+        }
+        bucket(.homeAccount, query.homeAccountId)
+        bucket(.environment, query.environment)
+        bucket(.client, query.clientId)
+        bucket(.family, query.familyId)
+        bucket(.realm, query.realm)
+        for scope in query.scopes ?? [] { bucket(.scope, scope) }
+
+        let candidates: [String]
+        if let smallest = buckets.min(by: { $0.count < $1.count }) {
+            candidates = Array(smallest)
+        } else {
+            candidates = Array(section.keys)
+        }
+        return candidates.compactMap { key in
+            guard let entity = section[key], matches(entity, query) else { return nil }
+            return (key, entity)
+        }
+    }
+
+    private func matches(_ entity: CacheEntity, _ query: CacheQuery) -> Bool {
+        func same(_ a: String?, _ b: String?) -> Bool {
+            guard let b else { return true }
+            return (a ?? "").lowercased() == b.lowercased()
+        }
+        guard same(entity.homeAccountId, query.homeAccountId), same(entity.clientId, query.clientId),
+              same(entity.familyId, query.familyId), same(entity.realm, query.realm) else { return false }
+        if let environment = query.environment,
+           aliases.canonical(entity.environment ?? "") != aliases.canonical(environment) { return false }
+        if let scopes = query.scopes {
+            let granted = Set(entity.target.map { $0.lowercased() })
+            if !scopes.allSatisfy({ granted.contains($0.lowercased()) }) { return false }
+        }
+        return true
+    }
+
+    // MARK: Writing
+
+    /// Adds or replaces the entry under `key`.
+    public mutating func put(_ kind: CredentialKind, key: String, _ entity: CacheEntity) {
+        if let old = document.entries[kind]?[key] { removeFromIndex(kind, key, old) }
+        document.entries[kind, default: [:]][key] = entity
+        addToIndex(kind, key, entity)
+    }
+
+    /// Adds an entry under the key msal-python would use, replacing what is there.
+    @discardableResult
+    public mutating func add(_ kind: CredentialKind, _ entity: CacheEntity) -> String {
+        let key = entity.canonicalKey(as: kind)
+        put(kind, key: key, entity)
+        return key
+    }
+
+    @discardableResult
+    public mutating func remove(_ kind: CredentialKind, key: String) -> CacheEntity? {
+        guard let old = document.entries[kind]?.removeValue(forKey: key) else { return nil }
+        removeFromIndex(kind, key, old)
+        return old
+    }
+
+    public mutating func setOtherSection(_ name: String, json: String?) {
+        document.otherSections.removeAll { $0.name == name }
+        if let json { document.otherSections.append((name, json)) }
+    }
+
+    public func otherSection(_ name: String) -> String? {
+        document.otherSections.first { $0.name == name }?.json
+    }
+
+    /// Keeps the verbatim entries of an imported document (non-object entries of known sections).
+    mutating func mergeOpaque(from other: CacheDocument) {
+        for (kind, entries) in other.opaqueEntries {
+            for (key, json) in entries { document.opaqueEntries[kind, default: [:]][key] = json }
+        }
+    }
+
+    // MARK: Index maintenance
+
+    private func indexValue(_ field: Field, _ value: String) -> String {
+        field == .environment ? aliases.canonical(value) : value.lowercased()
+    }
+
+    private func indexedValues(_ entity: CacheEntity) -> [(Field, String)] {
+        var values: [(Field, String)] = []
+        if let v = entity.homeAccountId { values.append((.homeAccount, v)) }
+        if let v = entity.environment { values.append((.environment, v)) }
+        if let v = entity.clientId { values.append((.client, v)) }
+        if let v = entity.familyId { values.append((.family, v)) }
+        if let v = entity.realm { values.append((.realm, v)) }
+        for scope in Set(entity.target.map { $0.lowercased() }) { values.append((.scope, scope)) }
+        return values
+    }
+
+    private mutating func addToIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
+        for (field, value) in indexedValues(entity) {
+            index[Slot(kind: kind, field: field), default: [:]][indexValue(field, value), default: []].insert(key)
+        }
+    }
+
+    private mutating func removeFromIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
+        for (field, value) in indexedValues(entity) {
+            let slot = Slot(kind: kind, field: field), bucketKey = indexValue(field, value)
+            index[slot]?[bucketKey]?.remove(key)
+            if index[slot]?[bucketKey]?.isEmpty == true { index[slot]?[bucketKey] = nil }
+        }
+    }
+}

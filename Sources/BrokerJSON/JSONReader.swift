@@ -1,0 +1,312 @@
+/// Why a JSON text could not be read, with the byte offset where reading stopped.
+public struct JSONReadError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var message: String
+    public var offset: Int
+
+    public var description: String { "\(message) at byte \(offset)" }
+
+    public init(message: String, offset: Int) {
+        self.message = message
+        self.offset = offset
+    }
+}
+
+/// A cursor over UTF-8 JSON text.
+///
+/// Callers either read whole values (`readValue`) or walk objects member by member (`readObject`) and decide per
+/// member whether to interpret the value or keep it verbatim (`readRaw`). That is how the cache keeps unknown
+/// sections and fields byte-for-byte while interpreting the fields it knows.
+///
+/// `lenient` accepts what other SDKs' cache files contain in the wild: a UTF-8 byte-order mark and trailing commas.
+/// Invalid UTF-8 is always an error.
+public struct JSONReader {
+    public static let maximumDepth = 256
+
+    private let bytes: [UInt8]
+    private var position: Int
+    private let lenient: Bool
+    private var depth = 0
+
+    public init(_ bytes: [UInt8], lenient: Bool = false) {
+        self.bytes = bytes
+        self.lenient = lenient
+        var start = 0
+        if lenient, bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF { start = 3 }
+        self.position = start
+    }
+
+    public init(_ text: String, lenient: Bool = false) {
+        self.init(Array(text.utf8), lenient: lenient)
+    }
+
+    /// Parses one complete JSON text (nothing but whitespace may follow it).
+    public static func parse(_ bytes: [UInt8], lenient: Bool = false) throws(JSONReadError) -> JSONValue {
+        var reader = JSONReader(bytes, lenient: lenient)
+        let value = try reader.readValue()
+        try reader.expectEnd()
+        return value
+    }
+
+    public static func parse(_ text: String, lenient: Bool = false) throws(JSONReadError) -> JSONValue {
+        try parse(Array(text.utf8), lenient: lenient)
+    }
+
+    // MARK: - Structure
+
+    public enum Kind: Sendable { case object, array, string, number, bool, null }
+
+    public mutating func peekKind() throws(JSONReadError) -> Kind {
+        skipWhitespace()
+        guard position < bytes.count else { throw fail("unexpected end of input") }
+        switch bytes[position] {
+        case UInt8(ascii: "{"): return .object
+        case UInt8(ascii: "["): return .array
+        case UInt8(ascii: "\""): return .string
+        case UInt8(ascii: "t"), UInt8(ascii: "f"): return .bool
+        case UInt8(ascii: "n"): return .null
+        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return .number
+        default: throw fail("unexpected character")
+        }
+    }
+
+    /// Walks an object, handing each key and the reader (positioned at the member's value) to `member`,
+    /// which must consume exactly one value.
+    public mutating func readObject(_ member: (String, inout JSONReader) throws(JSONReadError) -> Void) throws(JSONReadError) {
+        try enter()
+        try expect(UInt8(ascii: "{"))
+        skipWhitespace()
+        if consume(UInt8(ascii: "}")) { depth -= 1; return }
+        while true {
+            skipWhitespace()
+            let key = try readString()
+            skipWhitespace()
+            try expect(UInt8(ascii: ":"))
+            try member(key, &self)
+            skipWhitespace()
+            if consume(UInt8(ascii: ",")) {
+                skipWhitespace()
+                if lenient, consume(UInt8(ascii: "}")) { break }
+                continue
+            }
+            try expect(UInt8(ascii: "}"))
+            break
+        }
+        depth -= 1
+    }
+
+    public mutating func readArray(_ element: (inout JSONReader) throws(JSONReadError) -> Void) throws(JSONReadError) {
+        try enter()
+        try expect(UInt8(ascii: "["))
+        skipWhitespace()
+        if consume(UInt8(ascii: "]")) { depth -= 1; return }
+        while true {
+            try element(&self)
+            skipWhitespace()
+            if consume(UInt8(ascii: ",")) {
+                skipWhitespace()
+                if lenient, consume(UInt8(ascii: "]")) { break }
+                continue
+            }
+            try expect(UInt8(ascii: "]"))
+            break
+        }
+        depth -= 1
+    }
+
+    public mutating func readValue() throws(JSONReadError) -> JSONValue {
+        switch try peekKind() {
+        case .object:
+            var object = JSONObject()
+            try readObject { (key, reader) throws(JSONReadError) in
+                object.members.append(.init(key: key, value: try reader.readValue()))
+            }
+            return .object(object)
+        case .array:
+            var elements: [JSONValue] = []
+            try readArray { (reader) throws(JSONReadError) in elements.append(try reader.readValue()) }
+            return .array(elements)
+        case .string:
+            return .string(try readString())
+        case .number:
+            return .number(try readNumber())
+        case .bool:
+            if consumeLiteral("true") { return .bool(true) }
+            if consumeLiteral("false") { return .bool(false) }
+            throw fail("invalid literal")
+        case .null:
+            if consumeLiteral("null") { return .null }
+            throw fail("invalid literal")
+        }
+    }
+
+    /// Validates one value and returns its exact text.
+    public mutating func readRaw() throws(JSONReadError) -> String {
+        skipWhitespace()
+        let start = position
+        _ = try readValue()
+        return String(decoding: bytes[start..<position], as: UTF8.self)
+    }
+
+    /// The byte range of the next value, validated (used by the JSON-RPC envelope to hand params to a decoder).
+    public mutating func readRawRange() throws(JSONReadError) -> Range<Int> {
+        skipWhitespace()
+        let start = position
+        _ = try readValue()
+        return start..<position
+    }
+
+    public mutating func expectEnd() throws(JSONReadError) {
+        skipWhitespace()
+        if position != bytes.count { throw fail("unexpected data after the JSON value") }
+    }
+
+    public var offset: Int { position }
+
+    // MARK: - Scalars
+
+    public mutating func readString() throws(JSONReadError) -> String {
+        try expect(UInt8(ascii: "\""))
+        var output: [UInt8] = []
+        var runStart = position
+        while true {
+            guard position < bytes.count else { throw fail("unterminated string") }
+            let byte = bytes[position]
+            if byte == UInt8(ascii: "\"") {
+                output.append(contentsOf: bytes[runStart..<position])
+                position += 1
+                break
+            }
+            if byte < 0x20 { throw fail("control character in string") }
+            if byte == UInt8(ascii: "\\") {
+                output.append(contentsOf: bytes[runStart..<position])
+                position += 1
+                try readEscape(into: &output)
+                runStart = position
+                continue
+            }
+            position += 1
+        }
+        guard let text = String(validating: output, as: UTF8.self) else { throw fail("invalid UTF-8 in string") }
+        return text
+    }
+
+    private mutating func readEscape(into output: inout [UInt8]) throws(JSONReadError) {
+        guard position < bytes.count else { throw fail("unterminated escape") }
+        let escaped = bytes[position]
+        position += 1
+        switch escaped {
+        case UInt8(ascii: "\""): output.append(0x22)
+        case UInt8(ascii: "\\"): output.append(0x5C)
+        case UInt8(ascii: "/"): output.append(0x2F)
+        case UInt8(ascii: "b"): output.append(0x08)
+        case UInt8(ascii: "f"): output.append(0x0C)
+        case UInt8(ascii: "n"): output.append(0x0A)
+        case UInt8(ascii: "r"): output.append(0x0D)
+        case UInt8(ascii: "t"): output.append(0x09)
+        case UInt8(ascii: "u"):
+            var scalar = try readHex4()
+            if (0xD800...0xDBFF).contains(scalar) {
+                guard consume(UInt8(ascii: "\\")), consume(UInt8(ascii: "u")) else { throw fail("unpaired surrogate") }
+                let low = try readHex4()
+                guard (0xDC00...0xDFFF).contains(low) else { throw fail("invalid surrogate pair") }
+                scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+            } else if (0xDC00...0xDFFF).contains(scalar) {
+                throw fail("unpaired surrogate")
+            }
+            guard let unicode = Unicode.Scalar(scalar) else { throw fail("invalid unicode escape") }
+            output.append(contentsOf: Array(String(Character(unicode)).utf8))
+        default:
+            throw fail("invalid escape")
+        }
+    }
+
+    private mutating func readHex4() throws(JSONReadError) -> UInt32 {
+        guard position + 4 <= bytes.count else { throw fail("truncated unicode escape") }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[position]
+            let digit: UInt32
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = UInt32(byte - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = UInt32(byte - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = UInt32(byte - UInt8(ascii: "A") + 10)
+            default: throw fail("invalid hex digit")
+            }
+            value = value << 4 | digit
+            position += 1
+        }
+        return value
+    }
+
+    private mutating func readNumber() throws(JSONReadError) -> String {
+        let start = position
+        _ = consume(UInt8(ascii: "-"))
+        if consume(UInt8(ascii: "0")) {
+            // a leading zero stands alone
+        } else if try consumeDigits() == 0 {
+            throw fail("invalid number")
+        }
+        if consume(UInt8(ascii: ".")) {
+            if try consumeDigits() == 0 { throw fail("invalid number") }
+        }
+        if consume(UInt8(ascii: "e")) || consume(UInt8(ascii: "E")) {
+            if !consume(UInt8(ascii: "+")) { _ = consume(UInt8(ascii: "-")) }
+            if try consumeDigits() == 0 { throw fail("invalid number") }
+        }
+        return String(decoding: bytes[start..<position], as: UTF8.self)
+    }
+
+    private mutating func consumeDigits() throws(JSONReadError) -> Int {
+        var count = 0
+        while position < bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[position]) {
+            position += 1
+            count += 1
+        }
+        return count
+    }
+
+    // MARK: - Helpers
+
+    private mutating func enter() throws(JSONReadError) {
+        depth += 1
+        if depth > Self.maximumDepth { throw fail("nesting deeper than \(Self.maximumDepth)") }
+    }
+
+    private mutating func skipWhitespace() {
+        while position < bytes.count {
+            switch bytes[position] {
+            case 0x20, 0x09, 0x0A, 0x0D: position += 1
+            default: return
+            }
+        }
+    }
+
+    private mutating func consume(_ byte: UInt8) -> Bool {
+        if position < bytes.count, bytes[position] == byte {
+            position += 1
+            return true
+        }
+        return false
+    }
+
+    private mutating func consumeLiteral(_ literal: StaticString) -> Bool {
+        let count = literal.utf8CodeUnitCount
+        guard position + count <= bytes.count else { return false }
+        let matches = literal.withUTF8Buffer { expected in
+            (0..<count).allSatisfy { bytes[position + $0] == expected[$0] }
+        }
+        if matches { position += count }
+        return matches
+    }
+
+    private mutating func expect(_ byte: UInt8) throws(JSONReadError) {
+        skipWhitespace()
+        guard consume(byte) else {
+            throw fail(position < bytes.count ? "expected '\(Character(Unicode.Scalar(byte)))'" : "unexpected end of input")
+        }
+    }
+
+    private func fail(_ message: String) -> JSONReadError {
+        JSONReadError(message: message, offset: position)
+    }
+}

@@ -1,0 +1,361 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The methods brokerd serves (names as in SPEC §5; the Microsoft Linux broker uses the same verbs).
+public enum BrokerMethod: String, CaseIterable, Sendable {
+    case getBrokerVersion
+    case getStatus
+    case getAccounts
+    case getAccount
+    case removeAccount
+    case signOut
+    case importCache
+    case exportCache
+}
+
+/// Version of the wire contract. Additive changes (new methods, new optional fields) keep the major number;
+/// a client should ignore fields it does not know.
+public let brokerProtocolVersion = "1.0"
+public let brokerVersion = "0.1.0"
+
+// MARK: - Params
+
+public struct NoParams: Codable, Sendable {
+    public init() {}
+}
+
+public struct GetAccountsParams: Codable, Sendable {
+    /// Accounts removed from this client are left out; without it every account is listed.
+    public var clientId: String?
+    public init(clientId: String? = nil) { self.clientId = clientId }
+}
+
+public struct GetAccountParams: Codable, Sendable {
+    public var clientId: String
+    public var homeAccountId: String?
+    public var username: String?
+    public init(clientId: String, homeAccountId: String? = nil, username: String? = nil) {
+        self.clientId = clientId
+        self.homeAccountId = homeAccountId
+        self.username = username
+    }
+}
+
+/// An account as a request names it: a string (homeAccountId, else username) or an object with
+/// `homeAccountId` and/or `username` (what `getAccounts` returned may be passed back as it is).
+public struct AccountReference: Codable, Sendable, Equatable {
+    public var homeAccountId: String?
+    public var username: String?
+    /// Set when the caller sent a bare string.
+    public var text: String?
+
+    public init(_ text: String) { self.text = text }
+    public init(homeAccountId: String? = nil, username: String? = nil) {
+        self.homeAccountId = homeAccountId
+        self.username = username
+    }
+
+    private enum CodingKeys: String, CodingKey { case homeAccountId, username }
+
+    public init(from decoder: Decoder) throws {
+        if let single = try? decoder.singleValueContainer(), let text = try? single.decode(String.self) {
+            self.text = text
+            return
+        }
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        homeAccountId = try container.decodeIfPresent(String.self, forKey: .homeAccountId)
+        username = try container.decodeIfPresent(String.self, forKey: .username)
+        if homeAccountId == nil && username == nil {
+            throw DecodingError.dataCorruptedError(forKey: .homeAccountId, in: container,
+                                                   debugDescription: "an account needs homeAccountId or username")
+        }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        if let text {
+            var single = encoder.singleValueContainer()
+            try single.encode(text)
+            return
+        }
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encodeIfPresent(homeAccountId, forKey: .homeAccountId)
+        try container.encodeIfPresent(username, forKey: .username)
+    }
+}
+
+public struct RemoveAccountParams: Codable, Sendable {
+    public var clientId: String
+    public var account: AccountReference
+    public init(clientId: String, account: AccountReference) {
+        self.clientId = clientId
+        self.account = account
+    }
+}
+
+public struct SignOutParams: Codable, Sendable {
+    public var account: AccountReference
+    public init(account: AccountReference) { self.account = account }
+}
+
+public struct ImportCacheParams: Codable, Sendable {
+    /// Only `"msal"` (the unified cache schema) for now.
+    public var format: String
+    /// The cache document as JSON text (the content of e.g. `~/.azure/msal_token_cache.json`).
+    public var data: String
+    public init(format: String = "msal", data: String) {
+        self.format = format
+        self.data = data
+    }
+}
+
+public struct ExportCacheParams: Codable, Sendable {
+    public var format: String?
+    public init(format: String? = "msal") { self.format = format }
+}
+
+// MARK: - Results
+
+public struct BrokerVersionResult: Codable, Sendable, Equatable {
+    public var version: String
+    public var protocolVersion: String
+    public var methods: [String]
+    public init(version: String, protocolVersion: String, methods: [String]) {
+        self.version = version
+        self.protocolVersion = protocolVersion
+        self.methods = methods
+    }
+}
+
+public struct AccessTokenInfo: Codable, Sendable, Equatable {
+    public var scopes: [String]
+    public var realm: String?
+    public var expiresOn: Int64?
+    public init(scopes: [String], realm: String?, expiresOn: Int64?) {
+        self.scopes = scopes
+        self.realm = realm
+        self.expiresOn = expiresOn
+    }
+}
+
+public struct AppTokens: Codable, Sendable, Equatable {
+    public var clientId: String
+    public var familyId: String?
+    public var hasRefreshToken: Bool
+    public var accessTokens: [AccessTokenInfo]
+    public init(clientId: String, familyId: String?, hasRefreshToken: Bool, accessTokens: [AccessTokenInfo]) {
+        self.clientId = clientId
+        self.familyId = familyId
+        self.hasRefreshToken = hasRefreshToken
+        self.accessTokens = accessTokens
+    }
+}
+
+public struct TenantProfile: Codable, Sendable, Equatable {
+    public var realm: String
+    public var environment: String
+    public var localAccountId: String?
+    public var username: String?
+    public init(realm: String, environment: String, localAccountId: String?, username: String?) {
+        self.realm = realm
+        self.environment = environment
+        self.localAccountId = localAccountId
+        self.username = username
+    }
+}
+
+/// An account (SPEC §2): stable `homeAccountId`, displayable `username`, `environment`, home `realm`, and the
+/// tenants it signed in to. `apps` says which clients hold tokens for it (never the tokens).
+public struct Account: Codable, Sendable, Equatable {
+    public var homeAccountId: String
+    public var username: String
+    public var environment: String
+    public var realm: String
+    public var localAccountId: String?
+    public var name: String?
+    public var authorityType: String?
+    public var tenantProfiles: [TenantProfile]
+    public var apps: [AppTokens]
+    public var hiddenFrom: [String]
+    public var signInRequired: Bool
+
+    public init(homeAccountId: String, username: String, environment: String, realm: String, localAccountId: String?,
+                name: String?, authorityType: String?, tenantProfiles: [TenantProfile], apps: [AppTokens],
+                hiddenFrom: [String], signInRequired: Bool) {
+        self.homeAccountId = homeAccountId
+        self.username = username
+        self.environment = environment
+        self.realm = realm
+        self.localAccountId = localAccountId
+        self.name = name
+        self.authorityType = authorityType
+        self.tenantProfiles = tenantProfiles
+        self.apps = apps
+        self.hiddenFrom = hiddenFrom
+        self.signInRequired = signInRequired
+    }
+}
+
+public struct AccountsResult: Codable, Sendable, Equatable {
+    public var accounts: [Account]
+    public init(accounts: [Account]) { self.accounts = accounts }
+}
+
+public struct AccountResult: Codable, Sendable, Equatable {
+    /// null when no account matches (or it was removed from this client), as MSAL's `account(forIdentifier:)`.
+    public var account: Account?
+    public init(account: Account?) { self.account = account }
+}
+
+public struct RemovalResult: Codable, Sendable, Equatable {
+    public var homeAccountId: String
+    public var removedAccessTokens: Int
+    public var removedRefreshTokens: Int
+    public var removedIdTokens: Int
+    public var removedAccounts: Int
+    public var familyRefreshTokensKept: Int
+    public init(homeAccountId: String, removedAccessTokens: Int, removedRefreshTokens: Int, removedIdTokens: Int,
+                removedAccounts: Int, familyRefreshTokensKept: Int) {
+        self.homeAccountId = homeAccountId
+        self.removedAccessTokens = removedAccessTokens
+        self.removedRefreshTokens = removedRefreshTokens
+        self.removedIdTokens = removedIdTokens
+        self.removedAccounts = removedAccounts
+        self.familyRefreshTokensKept = familyRefreshTokensKept
+    }
+}
+
+public struct ImportResult: Codable, Sendable, Equatable {
+    public var added: Int
+    public var replaced: Int
+    public var keptNewer: Int
+    public var accounts: Int
+    public init(added: Int, replaced: Int, keptNewer: Int, accounts: Int) {
+        self.added = added
+        self.replaced = replaced
+        self.keptNewer = keptNewer
+        self.accounts = accounts
+    }
+}
+
+public struct ExportResult: Codable, Sendable, Equatable {
+    public var format: String
+    public var data: String
+    public init(format: String, data: String) {
+        self.format = format
+        self.data = data
+    }
+}
+
+public struct KeyStoreInfo: Codable, Sendable, Equatable {
+    /// `file` or `memory`.
+    public var kind: String
+    public var path: String?
+    public init(kind: String, path: String?) {
+        self.kind = kind
+        self.path = path
+    }
+}
+
+public struct StatusResult: Codable, Sendable, Equatable {
+    public var version: String
+    public var protocolVersion: String
+    public var pid: Int32
+    public var startedAt: Int64
+    public var uptimeSeconds: Int64
+    public var socket: String
+    public var socketActivated: Bool
+    public var configPath: String?
+    /// Whether the config file exists (otherwise brokerd runs on defaults).
+    public var configPresent: Bool
+    public var cachePath: String?
+    public var keyStore: KeyStoreInfo
+    public var accounts: Int
+    public var accessTokens: Int
+    public var refreshTokens: Int
+    public var idTokens: Int
+    public var appMetadata: Int
+    public var lastWrite: Int64?
+    public var lastWriteError: String?
+    public var problems: [String]
+    public var signInRequired: [String]
+    public var connections: Int
+    public var requestsServed: Int
+
+    public init(version: String, protocolVersion: String, pid: Int32, startedAt: Int64, uptimeSeconds: Int64,
+                socket: String, socketActivated: Bool, configPath: String?, configPresent: Bool, cachePath: String?,
+                keyStore: KeyStoreInfo,
+                accounts: Int, accessTokens: Int, refreshTokens: Int, idTokens: Int, appMetadata: Int,
+                lastWrite: Int64?, lastWriteError: String?, problems: [String], signInRequired: [String],
+                connections: Int, requestsServed: Int) {
+        self.version = version
+        self.protocolVersion = protocolVersion
+        self.pid = pid
+        self.startedAt = startedAt
+        self.uptimeSeconds = uptimeSeconds
+        self.socket = socket
+        self.socketActivated = socketActivated
+        self.configPath = configPath
+        self.configPresent = configPresent
+        self.cachePath = cachePath
+        self.keyStore = keyStore
+        self.accounts = accounts
+        self.accessTokens = accessTokens
+        self.refreshTokens = refreshTokens
+        self.idTokens = idTokens
+        self.appMetadata = appMetadata
+        self.lastWrite = lastWrite
+        self.lastWriteError = lastWriteError
+        self.problems = problems
+        self.signInRequired = signInRequired
+        self.connections = connections
+        self.requestsServed = requestsServed
+    }
+}
+
+// MARK: - Coding
+
+public enum ProtocolCoding {
+    public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Array(try encoder.encode(value))
+    }
+
+    public static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        try JSONDecoder().decode(type, from: Data(bytes))
+    }
+
+    /// A readable account of why params did not decode: which field, and what was wrong with it.
+    public static func describe(_ error: Error) -> String {
+        guard let decoding = error as? DecodingError else { return "\(error)" }
+        func path(_ codingPath: [CodingKey], _ last: CodingKey? = nil) -> String {
+            let keys = (codingPath + (last.map { [$0] } ?? [])).map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+            return keys.isEmpty ? "params" : keys.joined(separator: ".")
+        }
+        switch decoding {
+        case .keyNotFound(let key, let context):
+            return "missing parameter '\(path(context.codingPath, key))'"
+        case .typeMismatch(let type, let context):
+            return "parameter '\(path(context.codingPath))' must be \(describe(type))"
+        case .valueNotFound(let type, let context):
+            return "parameter '\(path(context.codingPath))' must be \(describe(type)), not null"
+        case .dataCorrupted(let context):
+            return "parameter '\(path(context.codingPath))': \(context.debugDescription)"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+
+    private static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: return "a string"
+        case is Bool.Type: return "a boolean"
+        case is Int.Type, is Int64.Type, is Int32.Type: return "an integer"
+        case is [String].Type: return "an array of strings"
+        default: return "of type \(type)"
+        }
+    }
+}

@@ -1,0 +1,140 @@
+import BrokerCore
+import BrokerProtocol
+import Logging
+import NIOCore
+import NIOPosix
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The JSON-RPC server on a Unix socket: binds (or adopts systemd's socket), serves, and stops gracefully.
+public final class BrokerServer: Sendable {
+    public enum StartError: Error, CustomStringConvertible {
+        case alreadyServed(String)
+        case notASocket(String)
+        case setup(String)
+
+        public var description: String {
+            switch self {
+            case .alreadyServed(let path): return "another brokerd is already serving \(path)"
+            case .notASocket(let path): return "\(path) exists and is not a socket; refusing to replace it"
+            case .setup(let message): return message
+            }
+        }
+    }
+
+    private let group: MultiThreadedEventLoopGroup
+    private let state: ServerState
+    private let router: RequestRouter
+    private let logger: Logger
+    private let serverChannel: Channel
+    public let socketPath: String
+
+    private init(group: MultiThreadedEventLoopGroup, state: ServerState, router: RequestRouter, logger: Logger,
+                 serverChannel: Channel, socketPath: String) {
+        self.group = group
+        self.state = state
+        self.router = router
+        self.logger = logger
+        self.serverChannel = serverChannel
+        self.socketPath = socketPath
+    }
+
+    /// Starts serving on `socketPath`, or on `activatedDescriptor` (a listening socket from systemd).
+    public static func start(broker: Broker, socketPath: String, activatedDescriptor: Int32?, configPath: String?,
+                             settings: ServerSettings, logger: Logger) async throws -> BrokerServer {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let state = ServerState(settings: settings, ownUID: getuid())
+        let router = RequestRouter(broker: broker, info: DaemonInfo(socketPath: socketPath, socketActivated: activatedDescriptor != nil,
+                                                                    configPath: configPath),
+                                   state: state, logger: logger)
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 512)
+            .childChannelOption(ChannelOptions.autoRead, value: false)
+            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                let idle = state.settings.withLockedValue { $0.idleTimeout }
+                return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idle))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(state: state, router: router, logger: logger))
+                }
+            }
+        do {
+            let channel: Channel
+            if let fd = activatedDescriptor {
+                channel = try await bootstrap.withBoundSocket(fd).get()
+            } else {
+                try prepareSocketPath(socketPath)
+                let previous = umask(0o177)
+                defer { umask(previous) }
+                channel = try await bootstrap.bind(unixDomainSocketPath: socketPath, cleanupExistingSocketFile: false).get()
+                chmod(socketPath, 0o600)
+            }
+            return BrokerServer(group: group, state: state, router: router, logger: logger,
+                                serverChannel: channel, socketPath: socketPath)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    /// Creates the socket's directory (0700) if missing and clears a stale socket; refuses if a live brokerd
+    /// answers there or the path is something other than a socket.
+    static func prepareSocketPath(_ path: String) throws {
+        guard path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
+            throw StartError.setup("socket path is too long for AF_UNIX: \(path)")
+        }
+        do { try AtomicFile.makeDirectory(AtomicFile.parentDirectory(of: path), mode: 0o700) } catch {
+            throw StartError.setup("cannot create the socket directory: \(error)")
+        }
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return }
+        guard info.st_mode & S_IFMT == S_IFSOCK else { throw StartError.notASocket(path) }
+        if isServed(path) { throw StartError.alreadyServed(path) }
+        unlink(path)
+    }
+
+    /// Whether something accepts connections on the socket at `path`.
+    static func isServed(_ path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            let bytes = Array(path.utf8)
+            raw.copyBytes(from: bytes.prefix(raw.count - 1))
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        return result == 0
+    }
+
+    public var connectionCount: Int { state.connectionCount }
+    public var requestsServed: Int { state.requestsServed }
+
+    public func update(_ change: @Sendable (inout ServerSettings) -> Void) {
+        state.settings.withLockedValue { change(&$0) }
+    }
+
+    /// Stops accepting, lets in-flight requests finish for at most `grace`, then closes every connection.
+    /// The socket file is removed unless it belongs to systemd (socket activation).
+    public func shutdown(grace: Duration, removeSocketFile: Bool) async {
+        try? await serverChannel.close()
+        let open = state.startDraining()
+        let deadline = ContinuousClock.now + grace
+        while state.inFlight > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        if state.inFlight > 0 {
+            logger.warning("shutting down with requests still running", metadata: ["in_flight": "\(state.inFlight)"])
+        }
+        for channel in open { try? await channel.close() }
+        if removeSocketFile { unlink(socketPath) }
+        try? await group.shutdownGracefully()
+    }
+}

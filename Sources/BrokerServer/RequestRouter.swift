@@ -1,0 +1,196 @@
+import BrokerCore
+import BrokerProtocol
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Facts about the running daemon that `getStatus` reports alongside the broker's own.
+public struct DaemonInfo: Sendable {
+    public var socketPath: String
+    public var socketActivated: Bool
+    public var configPath: String?
+
+    public init(socketPath: String, socketActivated: Bool, configPath: String?) {
+        self.socketPath = socketPath
+        self.socketActivated = socketActivated
+        self.configPath = configPath
+    }
+}
+
+/// Turns JSON-RPC requests into calls on the broker and the results into JSON. The only place that knows both
+/// the wire types (BrokerProtocol) and the broker's model (BrokerCore).
+final class RequestRouter: Sendable {
+    let broker: Broker
+    let info: DaemonInfo
+    let state: ServerState
+    let logger: Logger
+
+    init(broker: Broker, info: DaemonInfo, state: ServerState, logger: Logger) {
+        self.broker = broker
+        self.info = info
+        self.state = state
+        self.logger = logger
+    }
+
+    /// Answers one request: the result or error JSON, or nil for a notification. Logs method, caller, duration
+    /// and outcome — never params or results, which may carry secrets.
+    func answer(_ request: RPCRequest, from peer: PeerIdentity) async -> [UInt8]? {
+        let started = ContinuousClock.now
+        let outcome = await dispatch(request)
+        let elapsed = ContinuousClock.now - started
+        let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+        var metadata: Logger.Metadata = [
+            "method": "\(request.method)", "client_pid": "\(peer.pid)", "client_exe": "\(peer.executable ?? "?")",
+            "duration_us": "\(micros)",
+        ]
+        switch outcome {
+        case .success: metadata["outcome"] = "ok"
+        case .failure(let error): metadata["outcome"] = "error \(error.code)"
+        }
+        logger.info("request", metadata: metadata)
+
+        guard let id = request.id else { return nil }
+        switch outcome {
+        case .success(let json): return RPCEnvelope.success(id: id, resultJSON: json)
+        case .failure(let error): return RPCEnvelope.failure(id: id, error: error)
+        }
+    }
+
+    private func dispatch(_ request: RPCRequest) async -> Result<[UInt8], RPCError> {
+        guard let method = BrokerMethod(rawValue: request.method) else {
+            return .failure(RPCError(code: RPCErrorCode.methodNotFound, message: "method not found: \(request.method)"))
+        }
+        do {
+            switch method {
+            case .getBrokerVersion:
+                _ = try params(NoParams.self, request)
+                return .success(try ProtocolCoding.encode(BrokerVersionResult(
+                    version: brokerVersion, protocolVersion: brokerProtocolVersion,
+                    methods: BrokerMethod.allCases.map(\.rawValue))))
+            case .getStatus:
+                _ = try params(NoParams.self, request)
+                return .success(try ProtocolCoding.encode(await status()))
+            case .getAccounts:
+                let p = try params(GetAccountsParams.self, request)
+                let accounts = await broker.accounts(visibleTo: p.clientId).map(Self.wire)
+                return .success(try ProtocolCoding.encode(AccountsResult(accounts: accounts)))
+            case .getAccount:
+                let p = try params(GetAccountParams.self, request)
+                let selector: AccountSelector
+                switch (p.homeAccountId, p.username) {
+                case (let id?, _): selector = .homeAccountId(id)
+                case (nil, let name?): selector = .username(name)
+                case (nil, nil): throw RPCError.invalidParams("getAccount needs homeAccountId or username")
+                }
+                let account = try await broker.account(selector, visibleTo: p.clientId)
+                return .success(try ProtocolCoding.encode(AccountResult(account: account.map(Self.wire))))
+            case .removeAccount:
+                let p = try params(RemoveAccountParams.self, request)
+                try Self.requireNonEmpty(p.clientId, "clientId")
+                let report = try await broker.removeAccount(Self.selector(p.account), forClient: p.clientId)
+                return .success(try ProtocolCoding.encode(Self.wire(report)))
+            case .signOut:
+                let p = try params(SignOutParams.self, request)
+                let report = try await broker.signOut(Self.selector(p.account))
+                return .success(try ProtocolCoding.encode(Self.wire(report)))
+            case .importCache:
+                let p = try params(ImportCacheParams.self, request)
+                guard p.format == "msal" else {
+                    throw RPCError.invalidParams("unsupported cache format '\(p.format)' (supported: msal)", reason: "unsupportedFormat")
+                }
+                let report = try await broker.importCache(Array(p.data.utf8))
+                return .success(try ProtocolCoding.encode(ImportResult(
+                    added: report.added, replaced: report.replaced, keptNewer: report.keptNewer, accounts: report.accounts)))
+            case .exportCache:
+                let p = try params(ExportCacheParams.self, request)
+                guard (p.format ?? "msal") == "msal" else {
+                    throw RPCError.invalidParams("unsupported cache format '\(p.format ?? "")' (supported: msal)", reason: "unsupportedFormat")
+                }
+                let data = String(decoding: await broker.exportCache(), as: UTF8.self)
+                return .success(try ProtocolCoding.encode(ExportResult(format: "msal", data: data)))
+            }
+        } catch let error as RPCError {
+            return .failure(error)
+        } catch let error as Broker.Failure {
+            return .failure(Self.rpcError(error))
+        } catch {
+            return .failure(RPCError(code: RPCErrorCode.brokerInternal, message: "internal error: \(error)"))
+        }
+    }
+
+    private func params<T: Decodable>(_ type: T.Type, _ request: RPCRequest) throws -> T {
+        do {
+            return try ProtocolCoding.decode(type, from: request.params ?? Array("{}".utf8))
+        } catch {
+            throw RPCError.invalidParams("invalid params for \(request.method): \(ProtocolCoding.describe(error))")
+        }
+    }
+
+    private static func requireNonEmpty(_ value: String, _ name: String) throws {
+        if value.isEmpty { throw RPCError.invalidParams("'\(name)' must not be empty") }
+    }
+
+    private static func selector(_ reference: AccountReference) throws -> AccountSelector {
+        if let text = reference.text {
+            try requireNonEmpty(text, "account")
+            return .either(text)
+        }
+        if let id = reference.homeAccountId { return .homeAccountId(id) }
+        if let name = reference.username { return .username(name) }
+        throw RPCError.invalidParams("an account needs homeAccountId or username")
+    }
+
+    private static func rpcError(_ failure: Broker.Failure) -> RPCError {
+        switch failure {
+        case .lookup(.notFound):
+            return RPCError.invalidParams(failure.description, reason: "accountNotFound")
+        case .lookup(.ambiguous):
+            return RPCError.invalidParams(failure.description, reason: "ambiguousAccount")
+        case .invalidDocument:
+            return RPCError.invalidParams(failure.description, reason: "invalidCacheDocument")
+        case .notPersisted:
+            return RPCError(code: RPCErrorCode.brokerInternal, message: failure.description)
+        }
+    }
+
+    private func status() async -> StatusResult {
+        let core = await broker.status()
+        let now = Broker.now()
+        return StatusResult(
+            version: brokerVersion, protocolVersion: brokerProtocolVersion, pid: getpid(),
+            startedAt: core.startedAt, uptimeSeconds: now - core.startedAt,
+            socket: info.socketPath, socketActivated: info.socketActivated, configPath: info.configPath,
+            configPresent: info.configPath.map { access($0, F_OK) == 0 } ?? false,
+            cachePath: core.cachePath,
+            keyStore: KeyStoreInfo(kind: core.keyStore.name, path: { if case .file(let p) = core.keyStore { return p } else { return nil } }()),
+            accounts: core.accounts, accessTokens: core.accessTokens, refreshTokens: core.refreshTokens,
+            idTokens: core.idTokens, appMetadata: core.appMetadata, lastWrite: core.lastWrite,
+            lastWriteError: core.lastWriteError, problems: core.problems, signInRequired: core.signInRequired,
+            connections: state.connectionCount, requestsServed: state.requestsServed)
+    }
+
+    // MARK: Core → wire
+
+    static func wire(_ summary: AccountSummary) -> Account {
+        Account(
+            homeAccountId: summary.homeAccountId, username: summary.username, environment: summary.environment,
+            realm: summary.realm, localAccountId: summary.localAccountId, name: summary.name,
+            authorityType: summary.authorityType,
+            tenantProfiles: summary.tenants.map {
+                TenantProfile(realm: $0.realm, environment: $0.environment, localAccountId: $0.localAccountId, username: $0.username)
+            },
+            apps: summary.apps.map {
+                AppTokens(clientId: $0.clientId, familyId: $0.familyId, hasRefreshToken: $0.hasRefreshToken,
+                          accessTokens: $0.accessTokens.map { AccessTokenInfo(scopes: $0.scopes, realm: $0.realm, expiresOn: $0.expiresOn) })
+            },
+            hiddenFrom: summary.hiddenFrom, signInRequired: summary.signInRequired)
+    }
+
+    static func wire(_ report: RemovalReport) -> RemovalResult {
+        RemovalResult(homeAccountId: report.homeAccountId, removedAccessTokens: report.accessTokens,
+                      removedRefreshTokens: report.refreshTokens, removedIdTokens: report.idTokens,
+                      removedAccounts: report.accounts, familyRefreshTokensKept: report.familyRefreshTokensKept)
+    }
+}

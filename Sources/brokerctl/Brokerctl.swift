@@ -1,0 +1,84 @@
+import ArgumentParser
+import BrokerClient
+import BrokerProtocol
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@main
+struct Brokerctl: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "brokerctl",
+        abstract: "Control brokerd, the identity broker: accounts, removal, sign-out, cache import and export.",
+        discussion: """
+            Exit status: 0 success, 1 the broker refused or failed the request, 2 usage error, \
+            3 brokerd is not running.
+            """,
+        version: brokerVersion,
+        subcommands: [Status.self, Accounts.self, Remove.self, SignOut.self, Import.self, Export.self, Version.self])
+
+    /// `--socket PATH` is accepted before the subcommand too (`brokerctl --socket S status`), as in ssh-add -s style tools.
+    static func main() async {
+        await main(movingGlobalOptions(Array(CommandLine.arguments.dropFirst())))
+    }
+
+    static func movingGlobalOptions(_ arguments: [String]) -> [String] {
+        var rest = arguments, moved: [String] = []
+        while let first = rest.first, first.hasPrefix("--socket") {
+            moved.append(rest.removeFirst())
+            if first == "--socket", !rest.isEmpty { moved.append(rest.removeFirst()) }
+        }
+        guard !moved.isEmpty, !rest.isEmpty else { return arguments }
+        return [rest[0]] + moved + rest.dropFirst()
+    }
+}
+
+/// Options every subcommand takes.
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("brokerd's socket (default: $BROKERD_SOCKET, else $XDG_RUNTIME_DIR/brokerd/brokerd.sock).",
+                               valueName: "path"))
+    var socket: String?
+
+    func connect() -> BrokerConnection { BrokerConnection(socketPath: socket) }
+}
+
+struct OutputOptions: ParsableArguments {
+    @Flag(help: "Print the broker's answer as JSON.")
+    var json = false
+}
+
+/// Exit codes documented in --help.
+enum ExitStatus {
+    static let failed: Int32 = 1
+    static let notRunning: Int32 = 3
+}
+
+/// Runs a broker call and turns failures into a one-line message and the documented exit code.
+func withBroker<T>(_ body: () async throws -> T) async throws -> T {
+    do {
+        return try await body()
+    } catch let error as BrokerClientError {
+        switch error {
+        case .brokerNotRunning(let socket, let reason):
+            printError("brokerctl: brokerd is not running at \(socket) (\(reason)).")
+            printError("hint: start it with 'systemctl --user start brokerd.socket' or run 'brokerd' in a terminal.")
+            throw ExitCode(ExitStatus.notRunning)
+        case .rpc(let rpc):
+            printError("brokerctl: \(rpc.message)")
+            throw ExitCode(ExitStatus.failed)
+        case .connection(let why):
+            printError("brokerctl: \(why)")
+            throw ExitCode(ExitStatus.failed)
+        }
+    }
+}
+
+func printError(_ text: String) {
+    var bytes = Array((text + "\n").utf8)
+    bytes.withUnsafeMutableBytes { _ = write(2, $0.baseAddress, $0.count) }
+}
+
+func printJSON<T: Encodable>(_ value: T) throws {
+    print(String(decoding: try ProtocolCoding.encode(value), as: UTF8.self))
+}

@@ -1,0 +1,137 @@
+import ArgumentParser
+import BrokerClient
+import BrokerProtocol
+
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the daemon: socket, cache file, key store, accounts, tokens, problems.")
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        let status = try await withBroker { try await connection.connect().call(.getStatus, as: StatusResult.self) }
+        if output.json { return try printJSON(status) }
+        print(Format.status(status))
+    }
+}
+
+struct Accounts: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List accounts, their tenants, and the apps holding tokens for them (never the tokens).")
+    @Option(name: .customLong("client-id"), help: "Only accounts this app (client id) can see.")
+    var clientId: String?
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        let result = try await withBroker {
+            try await connection.connect().call(.getAccounts, GetAccountsParams(clientId: clientId), as: AccountsResult.self)
+        }
+        if output.json { return try printJSON(result) }
+        print(Format.accounts(result.accounts, now: Format.now()))
+    }
+}
+
+struct Remove: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Remove an account from one app: its tokens go and the account is hidden from it; other apps keep single sign-on.")
+    @Argument(help: "homeAccountId or username of the account.")
+    var account: String
+    @Option(name: .customLong("client-id"), help: "The app (client id) to remove the account from.")
+    var clientId: String
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        let result = try await withBroker {
+            try await connection.connect().call(
+                .removeAccount, RemoveAccountParams(clientId: clientId, account: AccountReference(account)), as: RemovalResult.self)
+        }
+        if output.json { return try printJSON(result) }
+        var line = "Removed \(result.homeAccountId) from \(clientId): \(result.removedRefreshTokens) refresh, "
+            + "\(result.removedAccessTokens) access, \(result.removedIdTokens) id token(s)."
+        if result.familyRefreshTokensKept > 0 {
+            line += " Kept \(result.familyRefreshTokensKept) family refresh token(s) for the app's FOCI siblings."
+        }
+        print(line)
+    }
+}
+
+struct SignOut: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "signout",
+        abstract: "Sign an account out everywhere: every token of every app, and the account itself.")
+    @Argument(help: "homeAccountId or username of the account.")
+    var account: String
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        let result = try await withBroker {
+            try await connection.connect().call(.signOut, SignOutParams(account: AccountReference(account)), as: RemovalResult.self)
+        }
+        if output.json { return try printJSON(result) }
+        print("Signed out \(result.homeAccountId): \(result.removedRefreshTokens) refresh, \(result.removedAccessTokens) access, "
+              + "\(result.removedIdTokens) id token(s) and \(result.removedAccounts) account entr\(result.removedAccounts == 1 ? "y" : "ies") removed.")
+    }
+}
+
+struct Import: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Merge an MSAL token cache (Azure CLI's msal_token_cache.json, msal-python's serialized cache) into the broker.")
+    @Argument(help: "The cache file, or - for standard input.")
+    var file: String
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        let bytes: [UInt8]
+        do { bytes = try LocalFile.read(file) } catch {
+            printError("brokerctl: \(error)")
+            throw ExitCode(ExitStatus.failed)
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            printError("brokerctl: \(file) is not UTF-8 text")
+            throw ExitCode(ExitStatus.failed)
+        }
+        let result = try await withBroker {
+            try await connection.connect().call(.importCache, ImportCacheParams(data: text), as: ImportResult.self)
+        }
+        if output.json { return try printJSON(result) }
+        print("Imported \(file): \(result.added) new, \(result.replaced) replaced, \(result.keptNewer) kept (the broker's were newer); "
+              + "\(result.accounts) account entr\(result.accounts == 1 ? "y" : "ies").")
+    }
+}
+
+struct Export: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write the broker's cache as an MSAL unified cache document (readable by msal-python, MSAL.NET, Azure CLI).",
+        discussion: "The file holds refresh tokens in clear text: it is created with mode 0600.")
+    @Argument(help: "The file to write, or - for standard output.")
+    var file: String
+    @OptionGroup var connection: ConnectionOptions
+
+    func run() async throws {
+        let result = try await withBroker {
+            try await connection.connect().call(.exportCache, ExportCacheParams(), as: ExportResult.self)
+        }
+        do { try LocalFile.write(file, Array(result.data.utf8)) } catch {
+            printError("brokerctl: \(error)")
+            throw ExitCode(ExitStatus.failed)
+        }
+        if file != "-" { print("Exported the cache to \(file) (mode 0600).") }
+    }
+}
+
+struct Version: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Show the versions of brokerctl and of the running brokerd.")
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var output: OutputOptions
+
+    func run() async throws {
+        let result = try await withBroker { try await connection.connect().call(.getBrokerVersion, as: BrokerVersionResult.self) }
+        if output.json { return try printJSON(result) }
+        print("brokerctl \(brokerVersion) (protocol \(brokerProtocolVersion))")
+        print("brokerd \(result.version) (protocol \(result.protocolVersion))")
+    }
+}

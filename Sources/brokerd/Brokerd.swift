@@ -1,0 +1,171 @@
+import ArgumentParser
+import BrokerConfig
+import BrokerCore
+import BrokerProtocol
+import BrokerServer
+import Logging
+import Systemd
+import UnixSignals
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@main
+struct Brokerd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "brokerd",
+        abstract: "The identity broker for Linux: one account and token cache for every app of the user.",
+        discussion: """
+            Runs in the foreground and serves JSON-RPC 2.0 on a Unix socket. Under systemd it is started by \
+            brokerd.socket (socket activation) and logs to the journal; otherwise it binds the socket itself \
+            and logs to stderr. SIGTERM stops it gracefully; SIGHUP reloads the configuration file.
+            """,
+        version: brokerVersion)
+
+    @Option(help: ArgumentHelp("Unix socket to listen on (default: $BROKERD_SOCKET, else $XDG_RUNTIME_DIR/brokerd/brokerd.sock).",
+                               valueName: "path"))
+    var socket: String?
+
+    @Option(name: .customLong("state-dir"),
+            help: ArgumentHelp("Directory of the encrypted cache (default: $STATE_DIRECTORY, else $XDG_STATE_HOME/brokerd).",
+                               valueName: "dir"))
+    var stateDirectory: String?
+
+    @Option(help: ArgumentHelp("Configuration file (default: $XDG_CONFIG_HOME/brokerd/config.toml).", valueName: "file"))
+    var config: String?
+
+    @Option(name: .customLong("log-level"),
+            help: "trace, debug, info, notice, warning, error or critical (default: the config's, else info).")
+    var logLevel: Logger.Level?
+
+    func run() async throws {
+        ProcessHardening.makeNonDumpable()
+        let configPath = config ?? BrokerConfiguration.defaultPath()
+        let configuration: BrokerConfiguration
+        do {
+            configuration = try BrokerConfiguration.load(path: configPath, required: config != nil)
+        } catch {
+            fail("brokerd: configuration error: \(error)")
+        }
+        let level = logLevel ?? configuration.logLevel.flatMap(Logger.Level.init(rawValue:)) ?? .info
+        let levelBox = LogLevelBox(level)
+        bootstrapLogging(levelBox)
+        let logger = Logger(label: "brokerd")
+
+        let stateDirectory = self.stateDirectory ?? BrokerConfiguration.defaultStateDirectory()
+        let keyStore: KeyStore = configuration.keyStore == .memory
+            ? .memory : .file(path: configuration.keyFile ?? "\(stateDirectory)/cache.key")
+        if case .file = keyStore {
+            do { try AtomicFile.makeDirectory(stateDirectory, mode: 0o700) } catch {
+                fail("brokerd: cannot create the state directory: \(error)")
+            }
+        }
+        let store = CacheStore(path: "\(stateDirectory)/cache.bin", keyStore: keyStore)
+        let broker = Broker(store: store, writeDelay: .milliseconds(configuration.writeDelayMilliseconds), logger: logger)
+        do { try await broker.start() } catch {
+            fail("brokerd: cannot load the cache: \(error)")
+        }
+
+        let activated: Int32?
+        do { activated = try SocketActivation.listeningUnixSocket() } catch {
+            fail("brokerd: socket activation: \(error)")
+        }
+        let socketPath = activated.flatMap(SocketActivation.boundPath(of:)) ?? SocketLocation.resolve(explicit: socket)
+        let server: BrokerServer
+        do {
+            server = try await BrokerServer.start(
+                broker: broker, socketPath: socketPath, activatedDescriptor: activated, configPath: configPath,
+                settings: Self.settings(configuration), logger: logger)
+        } catch {
+            fail("brokerd: cannot serve \(socketPath): \(error)")
+        }
+
+        let status = await broker.status()
+        logger.info("serving", metadata: [
+            "socket": "\(socketPath)", "socket_activated": "\(activated != nil)", "key_store": "\(keyStore)",
+            "pid": "\(getpid())",
+        ])
+        SystemdNotifier.ready(status: "serving \(status.accounts) account(s) on \(socketPath)")
+
+        let watchdog = startWatchdog(broker: broker, logger: logger)
+        let statusUpdates = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(30))
+                let now = await broker.status()
+                SystemdNotifier.status("\(now.accounts) account(s), \(server.connectionCount) connection(s), "
+                    + "\(server.requestsServed) request(s) served")
+            }
+        }
+
+        var grace = configuration.shutdownGraceSeconds
+        for await signal in await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup) {
+            if signal == .sighup {
+                SystemdNotifier.reloading()
+                if let reloaded = reload(configPath: configPath, server: server, levelBox: levelBox,
+                                         cliLevel: logLevel, current: configuration, logger: logger) {
+                    grace = reloaded.shutdownGraceSeconds
+                }
+                SystemdNotifier.ready(status: "configuration reloaded")
+                continue
+            }
+            logger.info("stopping", metadata: ["signal": "\(signal)"])
+            SystemdNotifier.stopping(status: "finishing in-flight requests")
+            break
+        }
+        watchdog?.cancel()
+        statusUpdates.cancel()
+        await server.shutdown(grace: .seconds(grace), removeSocketFile: activated == nil)
+        await broker.flush()
+        logger.info("stopped")
+    }
+
+    static func settings(_ configuration: BrokerConfiguration) -> ServerSettings {
+        ServerSettings(allowRoot: configuration.allowRoot, maxConnections: configuration.maxConnections,
+                       idleTimeout: .seconds(Int64(configuration.idleTimeoutSeconds)))
+    }
+
+    /// Re-reads the configuration; a broken file leaves the running configuration as it is.
+    private func reload(configPath: String, server: BrokerServer, levelBox: LogLevelBox, cliLevel: Logger.Level?,
+                        current: BrokerConfiguration, logger: Logger) -> BrokerConfiguration? {
+        let updated: BrokerConfiguration
+        do { updated = try BrokerConfiguration.load(path: configPath) } catch {
+            logger.error("configuration not reloaded: \(error)")
+            return nil
+        }
+        let settings = Self.settings(updated)
+        server.update { $0 = settings }
+        levelBox.level = cliLevel ?? updated.logLevel.flatMap(Logger.Level.init(rawValue:)) ?? .info
+        if updated.keyStore != current.keyStore || updated.keyFile != current.keyFile {
+            logger.warning("key_store and key_file changes take effect after a restart")
+        }
+        logger.info("configuration reloaded", metadata: [
+            "path": "\(configPath)", "allow_root": "\(updated.allowRoot)", "max_connections": "\(updated.maxConnections)",
+        ])
+        return updated
+    }
+
+    /// Pings systemd's watchdog at half its interval, but only after a round trip through the broker actor,
+    /// so a wedged broker stops the pings and systemd restarts it.
+    private func startWatchdog(broker: Broker, logger: Logger) -> Task<Void, Never>? {
+        guard let usec = SystemdNotifier.watchdogInterval() else { return nil }
+        logger.info("watchdog enabled", metadata: ["interval_ms": "\(usec / 1000)"])
+        return Task {
+            while !Task.isCancelled {
+                if await broker.ping() { SystemdNotifier.watchdogPing() }
+                try? await Task.sleep(for: .microseconds(Int64(usec / 2)))
+            }
+        }
+    }
+
+    private func fail(_ message: String) -> Never {
+        var bytes = Array((message + "\n").utf8)
+        bytes.withUnsafeMutableBytes { _ = write(2, $0.baseAddress, $0.count) }
+        SystemdNotifier.send("STATUS=\(message)")
+        Foundation_exit(1)
+    }
+}
+
+private func Foundation_exit(_ code: Int32) -> Never { exit(code) }
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}

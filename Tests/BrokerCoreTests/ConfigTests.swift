@@ -1,0 +1,160 @@
+import BrokerConfig
+import Foundation
+import XCTest
+
+final class ConfigTests: XCTestCase {
+    private let fullFile = """
+    # brokerd configuration
+    key_store = "file"
+    key_file = '/var/lib/brokerd/cache.key'   # literal string
+    allow_root = true
+    max_connections = 1_024
+    idle_timeout = 600
+    shutdown_grace = 0
+    write_delay_ms = 50
+    log_level = "debug"
+
+    [profile.graph]
+    client_id = "00000000-0000-0000-0000-00000000abcd"
+    authority = "https://login.microsoftonline.com/organizations"
+    scopes = ["https://graph.microsoft.com/User.Read", "https://management.core.windows.net//.default"]
+
+    [profile."azure cli"]
+    client_id = "fake-client-id"
+    scopes = []
+    """
+
+    private func error(_ text: String) -> TOMLError? {
+        do {
+            _ = try BrokerConfiguration.parse(text)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    func testDefaults() throws {
+        let config = try BrokerConfiguration.parse("")
+        XCTAssertEqual(config, BrokerConfiguration())
+        XCTAssertEqual(config.keyStore, .file)
+        XCTAssertNil(config.keyFile)
+        XCTAssertFalse(config.allowRoot)
+        XCTAssertEqual(config.maxConnections, 256)
+        XCTAssertEqual(config.idleTimeoutSeconds, 300)
+        XCTAssertEqual(config.shutdownGraceSeconds, 5)
+        XCTAssertEqual(config.writeDelayMilliseconds, 20)
+        XCTAssertNil(config.logLevel)
+        XCTAssertEqual(config.profiles, [:])
+    }
+
+    func testFullValidFile() throws {
+        let config = try BrokerConfiguration.parse(fullFile)
+        XCTAssertEqual(config.keyStore, .file)
+        XCTAssertEqual(config.keyFile, "/var/lib/brokerd/cache.key")
+        XCTAssertTrue(config.allowRoot)
+        XCTAssertEqual(config.maxConnections, 1024)
+        XCTAssertEqual(config.idleTimeoutSeconds, 600)
+        XCTAssertEqual(config.shutdownGraceSeconds, 0)
+        XCTAssertEqual(config.writeDelayMilliseconds, 50)
+        XCTAssertEqual(config.logLevel, "debug")
+        XCTAssertEqual(config.profiles.keys.sorted(), ["azure cli", "graph"])
+        let graph = try XCTUnwrap(config.profiles["graph"])
+        XCTAssertEqual(graph.clientId, "00000000-0000-0000-0000-00000000abcd")
+        XCTAssertEqual(graph.authority, "https://login.microsoftonline.com/organizations")
+        XCTAssertEqual(graph.scopes, ["https://graph.microsoft.com/User.Read",
+                                      "https://management.core.windows.net//.default"])
+        let cli = try XCTUnwrap(config.profiles["azure cli"])
+        XCTAssertEqual(cli.clientId, "fake-client-id")
+        XCTAssertNil(cli.authority)
+        XCTAssertEqual(cli.scopes, [])
+    }
+
+    func testMemoryKeyStoreCRLFAndEscapes() throws {
+        let text = "key_store = \"memory\"\r\nkey_file = \"/tmp/a \\\"b\\\"\\\\c\"\r\n\r\n  # indented comment\r\n"
+        let config = try BrokerConfiguration.parse(text)
+        XCTAssertEqual(config.keyStore, .memory)
+        XCTAssertEqual(config.keyFile, #"/tmp/a "b"\c"#)
+    }
+
+    func testUnknownKey() {
+        let error = self.error("key_store = \"file\"\n\nmax_conections = 10\n")
+        XCTAssertEqual(error, TOMLError(line: 3, message: "unknown setting 'max_conections'"))
+        XCTAssertEqual(error?.description, "line 3: unknown setting 'max_conections'")
+        XCTAssertEqual(self.error("[profile.x]\nclient_id = \"c\"\nscope = [\"a\"]\n")?.line, 3)
+    }
+
+    func testWrongType() {
+        XCTAssertEqual(error("# c\nmax_connections = \"10\""),
+                       TOMLError(line: 2, message: "'max_connections' must be an integer in 1...100000"))
+        XCTAssertEqual(error("allow_root = \"yes\"")?.line, 1)
+        XCTAssertEqual(error("allow_root = \"yes\"")?.message, "'allow_root' must be true or false")
+        XCTAssertEqual(error("\n\n\nkey_file = 5"), TOMLError(line: 4, message: "'key_file' must be a string"))
+        XCTAssertEqual(error("idle_timeout = 0")?.message, "'idle_timeout' must be an integer in 1...86400")
+        XCTAssertEqual(error("key_store = \"keyring\"")?.message, "'key_store' must be \"file\" or \"memory\"")
+        XCTAssertEqual(error("log_level = \"loud\"")?.line, 1)
+        XCTAssertEqual(error("[profile.g]\nclient_id = 5\n")?.line, 2)
+        XCTAssertEqual(error("[profile.g]\nclient_id = \"c\"\nscopes = [\"a\", 1]\n"),
+                       TOMLError(line: 3, message: "'scopes' must be strings"))
+    }
+
+    func testUnquotedString() {
+        XCTAssertEqual(error("key_store = \"file\"\nlog_level = info\n"),
+                       TOMLError(line: 2, message: "'info' is not a value (strings need quotes)"))
+        XCTAssertEqual(error("[profile.g]\nclient_id = abc-123\n")?.line, 2)
+        XCTAssertEqual(error("key_file = \"unterminated\n")?.message, "unterminated string")
+        XCTAssertEqual(error("log_level = \"info\" trailing\n"),
+                       TOMLError(line: 1, message: "unexpected text after the value"))
+    }
+
+    func testDuplicateKey() {
+        XCTAssertEqual(error("max_connections = 1\nidle_timeout = 2\nmax_connections = 3\n"),
+                       TOMLError(line: 3, message: "'max_connections' is set twice"))
+        XCTAssertEqual(error("[profile.a]\nclient_id = \"x\"\n\n[profile.a]\nclient_id = \"y\"\n"),
+                       TOMLError(line: 4, message: "table [profile.a] appears twice"))
+        // The same key in different tables is fine.
+        XCTAssertNoThrow(try BrokerConfiguration.parse("[profile.a]\nclient_id = \"x\"\n[profile.b]\nclient_id = \"y\"\n"))
+    }
+
+    func testUnknownTable() {
+        let text = "max_connections = 8\n\n[server]\nport = 8080\n"
+        XCTAssertEqual(error(text)?.message, "unknown table [server]")
+        XCTAssertEqual(error("[profile]\nclient_id = \"c\"\n")?.message, "unknown table [profile]")
+    }
+
+    /// The error names the line of the table header — also when the table is empty (there is no entry line
+    /// to fall back on).
+    func testUnknownTableLineIsTheHeaderLine() {
+        XCTAssertEqual(error("max_connections = 8\n\n[server]\nport = 8080\n"),
+                       TOMLError(line: 3, message: "unknown table [server]"))
+        XCTAssertEqual(error("max_connections = 8\n\n[server]\n"),
+                       TOMLError(line: 3, message: "unknown table [server]"))
+    }
+
+    func testProfileWithoutClientId() {
+        XCTAssertEqual(error("[profile.g]\nauthority = \"https://login.microsoftonline.com/common\"\n")?.message,
+                       "profile 'g' needs client_id")
+    }
+
+    func testLoadFromFile() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("brokercore-config-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("config.toml").path
+
+        XCTAssertEqual(try BrokerConfiguration.load(path: path), BrokerConfiguration(), "missing file: defaults")
+        XCTAssertThrowsError(try BrokerConfiguration.load(path: path, required: true))
+
+        try Data(fullFile.utf8).write(to: URL(fileURLWithPath: path))
+        XCTAssertEqual(try BrokerConfiguration.load(path: path).profiles["graph"]?.clientId,
+                       "00000000-0000-0000-0000-00000000abcd")
+
+        try Data("\n\nbogus = 1\n".utf8).write(to: URL(fileURLWithPath: path))
+        XCTAssertThrowsError(try BrokerConfiguration.load(path: path)) { error in
+            XCTAssertEqual((error as? BrokerConfiguration.Failure)?.description, "\(path): line 3: unknown setting 'bogus'")
+        }
+        try Data([0x6B, 0x3D, 0xFF]).write(to: URL(fileURLWithPath: path))
+        XCTAssertThrowsError(try BrokerConfiguration.load(path: path)) { error in
+            XCTAssertEqual((error as? BrokerConfiguration.Failure)?.message, "not valid UTF-8")
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import Foundation
+import XCTest
+
+/// SO_PEERCRED: a client of another user is refused before anything it sends is read; root only when allowed.
+/// These need root (to run a process as `nobody`); elsewhere they are skipped with the reason printed.
+final class PeerCredentialTests: XCTestCase {
+    static let nobody: UInt32 = 65534
+
+    private func requireRoot() throws {
+        guard getuid() == 0 else {
+            throw XCTSkip("needs root to run a client or the daemon as uid \(Self.nobody) (setpriv); running as uid \(getuid())")
+        }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else { throw XCTSkip("setpriv is not installed") }
+    }
+
+    private func asNobody(_ command: [String]) -> [String] {
+        ["/usr/bin/setpriv", "--reuid=\(Self.nobody)", "--regid=\(Self.nobody)", "--clear-groups"] + command
+    }
+
+    func testConnectionFromAnotherUIDIsRefused() throws {
+        try requireRoot()
+        let daemon = try Daemon()
+        try daemon.start()
+        // Open the file-system permissions up, so that only the peer check stands in the way.
+        for path in [daemon.directory.path, daemon.directory.path + "/run"] { chmod(path, 0o755) }
+        chmod(daemon.socket, 0o666)
+
+        let command = asNobody([Binaries.brokerctl, "status", "--socket", daemon.socket])
+        let result = try runCommand(command[0], Array(command.dropFirst()))
+        XCTAssertEqual(result.status, 1, result.stdout + result.stderr)
+        XCTAssertTrue(result.stderr.contains("permission denied: brokerd serves uid 0 only; this connection is from uid 65534"),
+                      result.stderr)
+        XCTAssertTrue(daemon.log.contains("connection refused: peer runs as another user"), daemon.log)
+        XCTAssertTrue(daemon.log.contains("client_uid=65534"), daemon.log)
+        XCTAssertFalse(daemon.log.contains("method=getStatus"), "the refused client's request must never be read or served")
+
+        // The owner is still served.
+        XCTAssertEqual(try daemon.ctl(["status"]).status, 0)
+        XCTAssertEqual(daemon.stop(), 0)
+    }
+
+    func testRootIsRefusedUnlessTheConfigAllowsItAndReloadAppliesIt() throws {
+        try requireRoot()
+        let directory = TemporaryDirectory()
+        chown(directory.path, Self.nobody, Self.nobody)
+        let daemon = try Daemon(config: "allow_root = false\n", directory: directory)
+        chown(daemon.configPath, Self.nobody, Self.nobody)
+        let process = try daemon.launch(prefix: asNobody([]))
+        defer { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        try daemon.waitUntilServing()
+
+        let refused = try RawClient(daemon.socket).request("getStatus")
+        XCTAssertEqual(refused.errorCode, -32001, "\(refused)")
+        XCTAssertEqual(try daemon.ctl(["status"]).status, 1)
+
+        // The process is not dumpable: the kernel makes its /proc entries root's although it runs as nobody.
+        var info = stat()
+        XCTAssertEqual(stat("/proc/\(process.processIdentifier)/status", &info), 0)
+        XCTAssertEqual(info.st_uid, 0, "brokerd must be non-dumpable (prctl PR_SET_DUMPABLE 0)")
+        let owner = try String(contentsOfFile: "/proc/\(process.processIdentifier)/status", encoding: .utf8)
+        XCTAssertTrue(owner.contains("Uid:\t65534"), "the daemon runs as nobody")
+
+        // SIGHUP reloads the config: now root is allowed.
+        try "allow_root = true\n".write(toFile: daemon.configPath, atomically: false, encoding: .utf8)
+        kill(process.processIdentifier, SIGHUP)
+        var allowed = false
+        for _ in 0..<100 where !allowed {
+            allowed = (try? RawClient(daemon.socket).request("getStatus").result) != nil
+            if !allowed { usleep(30_000) }
+        }
+        XCTAssertTrue(allowed, daemon.log)
+        XCTAssertTrue(daemon.log.contains("configuration reloaded"), daemon.log)
+
+        // A broken config on reload keeps the running one.
+        try "allow_root = maybe\n".write(toFile: daemon.configPath, atomically: false, encoding: .utf8)
+        kill(process.processIdentifier, SIGHUP)
+        usleep(300_000)
+        XCTAssertTrue(daemon.log.contains("configuration not reloaded"), daemon.log)
+        XCTAssertNotNil(try RawClient(daemon.socket).request("getStatus").result)
+
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0)
+    }
+}

@@ -1,0 +1,173 @@
+import Foundation
+import XCTest
+
+/// Where `swift build` put brokerd and brokerctl: beside the test bundle, or `$BROKERD_BIN_DIR`.
+enum Binaries {
+    static let directory: String = {
+        if let dir = ProcessInfo.processInfo.environment["BROKERD_BIN_DIR"] { return dir }
+        var url = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        while url.path != "/" {
+            url.deleteLastPathComponent()
+            if FileManager.default.isExecutableFile(atPath: url.appendingPathComponent("brokerd").path) { return url.path }
+        }
+        return FileManager.default.currentDirectoryPath + "/.build/debug"
+    }()
+
+    static var brokerd: String { directory + "/brokerd" }
+    static var brokerctl: String { directory + "/brokerctl" }
+}
+
+/// A temporary directory removed when the test ends.
+final class TemporaryDirectory {
+    let path: String
+
+    init(_ name: String = "brokerd-test") {
+        let template = NSTemporaryDirectory() + "\(name)-XXXXXX"
+        var bytes = Array(template.utf8CString)
+        path = bytes.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)!) }
+    }
+
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// A real brokerd process on a temporary socket and state directory.
+final class Daemon {
+    let directory: TemporaryDirectory
+    let socket: String
+    let stateDir: String
+    let configPath: String
+    let logPath: String
+    private(set) var process: Process?
+
+    init(config: String = "", directory: TemporaryDirectory = TemporaryDirectory()) throws {
+        self.directory = directory
+        socket = directory.path + "/run/brokerd.sock"
+        stateDir = directory.path + "/state"
+        configPath = directory.path + "/config.toml"
+        logPath = directory.path + "/brokerd.log"
+        try config.write(toFile: configPath, atomically: true, encoding: .utf8)
+    }
+
+    deinit {
+        if let process, process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    var arguments: [String] {
+        ["--socket", socket, "--state-dir", stateDir, "--config", configPath, "--log-level", "debug"]
+    }
+
+    /// Starts brokerd and waits until it answers on its socket.
+    @discardableResult
+    func start(file: StaticString = #filePath, line: UInt = #line) throws -> Process {
+        let process = try launch()
+        self.process = process
+        try waitUntilServing(file: file, line: line)
+        return process
+    }
+
+    /// Starts brokerd without waiting (for tests of refusals).
+    func launch(arguments extra: [String]? = nil, executable: String = Binaries.brokerd,
+                prefix: [String] = []) throws -> Process {
+        let process = Process()
+        let log = FileHandle(forWritingAtPath: logPath) ?? {
+            FileManager.default.createFile(atPath: logPath, contents: nil)
+            return FileHandle(forWritingAtPath: logPath)!
+        }()
+        log.seekToEndOfFile()
+        if prefix.isEmpty {
+            process.executableURL = URL(fileURLWithPath: executable)
+            process.arguments = extra ?? arguments
+        } else {
+            process.executableURL = URL(fileURLWithPath: prefix[0])
+            process.arguments = Array(prefix.dropFirst()) + [executable] + (extra ?? arguments)
+        }
+        process.standardError = log
+        process.standardOutput = log
+        var environment = ProcessInfo.processInfo.environment
+        environment.removeValue(forKey: "NOTIFY_SOCKET")
+        environment.removeValue(forKey: "LISTEN_FDS")
+        environment.removeValue(forKey: "LISTEN_PID")
+        environment.removeValue(forKey: "JOURNAL_STREAM")
+        process.environment = environment
+        try process.run()
+        return process
+    }
+
+    func waitUntilServing(timeout: TimeInterval = 20, file: StaticString = #filePath, line: UInt = #line) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            // Any JSON-RPC answer means it serves (a refusal of this test process's uid included).
+            if let client = try? RawClient(socket),
+               let answer = try? client.call(#"{"jsonrpc":"2.0","id":0,"method":"getBrokerVersion"}"#),
+               answer["result"] != nil || answer["error"] != nil {
+                return
+            }
+            if let process, !process.isRunning {
+                XCTFail("brokerd exited with \(process.terminationStatus): \(log)", file: file, line: line)
+                throw RawClient.Failure.closed
+            }
+            usleep(20_000)
+        }
+        XCTFail("brokerd did not serve \(socket) within \(timeout) s: \(log)", file: file, line: line)
+        throw RawClient.Failure.timeout
+    }
+
+    /// Sends `signal` and returns the exit status.
+    @discardableResult
+    func stop(_ signal: Int32 = SIGTERM) -> Int32 {
+        guard let process else { return -1 }
+        kill(process.processIdentifier, signal)
+        process.waitUntilExit()
+        self.process = nil
+        return process.terminationStatus
+    }
+
+    var pid: Int32 { process?.processIdentifier ?? -1 }
+
+    var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
+
+    /// Runs brokerctl against this daemon.
+    func ctl(_ arguments: [String], stdin: String? = nil) throws -> CommandResult {
+        try runCommand(Binaries.brokerctl, arguments + ["--socket", socket], stdin: stdin)
+    }
+}
+
+struct CommandResult {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// Runs a program to completion, capturing its output.
+func runCommand(_ executable: String, _ arguments: [String], stdin: String? = nil,
+         environment: [String: String]? = nil) throws -> CommandResult {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    if let environment { process.environment = environment }
+    let out = Pipe(), err = Pipe(), input = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = input
+    try process.run()
+    if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+    try input.fileHandleForWriting.close()
+    // Read both pipes before waiting, so a chatty child cannot block on a full pipe.
+    final class Collected: @unchecked Sendable { var data = Data() }
+    let stderrData = Collected()
+    let group = DispatchGroup()
+    group.enter()
+    DispatchQueue.global().async {
+        stderrData.data = err.fileHandleForReading.readDataToEndOfFile()
+        group.leave()
+    }
+    let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
+    group.wait()
+    process.waitUntilExit()
+    return CommandResult(status: process.terminationStatus,
+                         stdout: String(decoding: stdoutData, as: UTF8.self),
+                         stderr: String(decoding: stderrData.data, as: UTF8.self))
+}
