@@ -64,6 +64,7 @@ public actor BrokerConnection {
 
     /// Sends one request and returns the raw JSON of its result.
     public func callRaw(_ method: String, paramsJSON: [UInt8]) throws -> [UInt8] {
+        if fd >= 0, peerHasClosed() { disconnect() }
         if fd < 0 { try connect() }
         let id = nextId
         nextId += 1
@@ -139,6 +140,16 @@ public actor BrokerConnection {
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(socketFD, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         fd = socketFD
+    }
+
+    /// Whether brokerd closed the open connection since the last call (it restarted, or closed an idle
+    /// connection): such a connection is replaced before a request is sent on it, never after.
+    private func peerHasClosed() -> Bool {
+        var entry = pollfd(fd: fd, events: Int16(POLLIN) | 0x2000 /* POLLRDHUP */, revents: 0)
+        guard poll(&entry, 1, 0) > 0 else { return false }
+        if entry.revents & (Int16(POLLHUP) | Int16(POLLERR) | 0x2000) != 0 { return true }
+        var byte: UInt8 = 0
+        return recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) == 0
     }
 
     private func send(_ bytes: [UInt8]) throws {

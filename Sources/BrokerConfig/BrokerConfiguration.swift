@@ -87,7 +87,7 @@ public struct BrokerConfiguration: Sendable, Equatable {
                 let profileName = String(name.dropFirst("profile.".count))
                 config.profiles[profileName] = try Profile(table: table, name: profileName)
             } else {
-                throw TOMLError(line: table.entries.first?.line ?? 0, message: "unknown table [\(name)]")
+                throw TOMLError(line: table.headerLine, message: "unknown table [\(name)]")
             }
         }
         return config
@@ -146,7 +146,7 @@ extension BrokerConfiguration.Profile {
                 throw TOMLError(line: line, message: "profile '\(name)': unknown or mistyped setting '\(key)'")
             }
         }
-        guard let clientId else { throw TOMLError(line: table.entries.first?.line ?? 0, message: "profile '\(name)' needs client_id") }
+        guard let clientId else { throw TOMLError(line: table.headerLine, message: "profile '\(name)' needs client_id") }
         self.init(clientId: clientId, authority: authority, scopes: scopes)
     }
 }

@@ -12,9 +12,16 @@ public struct TOMLError: Error, CustomStringConvertible, Sendable, Equatable {
     public var line: Int
     public var message: String
     public var description: String { "line \(line): \(message)" }
+
+    public init(line: Int, message: String) {
+        self.line = line
+        self.message = message
+    }
 }
 
 public struct TOMLTable: Sendable, Equatable {
+    /// The line of the `[name]` header (0 for the top level), so errors about the table itself can name it.
+    public var headerLine = 0
     /// Keys in file order, with the line each was set on (for error messages).
     public var entries: [(key: String, value: TOMLValue, line: Int)] = []
 
@@ -27,9 +34,10 @@ public enum TOMLSubset {
     /// Tables by dotted name ("" is the top level), in file order.
     public static func parse(_ text: String) throws(TOMLError) -> [(name: String, table: TOMLTable)] {
         var tables: [(name: String, table: TOMLTable)] = [("", TOMLTable())]
-        for (offset, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // Split bytes, not Characters: "\r\n" is one Character in Swift and would never match "\n".
+        for (offset, rawLine) in text.utf8.split(separator: 0x0A, omittingEmptySubsequences: false).enumerated() {
             let number = offset + 1
-            var scanner = Scanner(Array(rawLine.utf8), line: number)
+            var scanner = Scanner(Array(rawLine), line: number)
             scanner.skipSpaces()
             if scanner.atEndOrComment { continue }
             if scanner.peek == UInt8(ascii: "[") {
@@ -40,7 +48,7 @@ public enum TOMLSubset {
                 if tables.contains(where: { $0.name == name }) {
                     throw TOMLError(line: number, message: "table [\(name)] appears twice")
                 }
-                tables.append((name, TOMLTable()))
+                tables.append((name, TOMLTable(headerLine: number)))
                 continue
             }
             let key = try scanner.readDottedKey()

@@ -28,7 +28,12 @@ public struct JSONWriter {
         case .raw(let r):
             if indent == nil, r.utf8.contains(0x0A) {
                 // Keep the framing invariant even for verbatim values: re-emit them compactly.
-                if let parsed = try? JSONReader.parse(r) { write(parsed, into: &out, level: level) }
+                // Verbatim values come from JSONReader, so they parse; `null` keeps the output JSON if one does not.
+                if let parsed = try? JSONReader.parse(r, lenient: true) {
+                    write(parsed, into: &out, level: level)
+                } else {
+                    out.append(contentsOf: "null".utf8)
+                }
             } else {
                 out.append(contentsOf: r.utf8)
             }

@@ -34,14 +34,14 @@ public struct CacheDocument: Sendable, Equatable {
         try reader.readObject { (name, reader) throws(JSONReadError) in
             guard let kind = CredentialKind(rawValue: name), try reader.peekKind() == .object else {
                 document.otherSections.removeAll { $0.name == name }
-                document.otherSections.append((name, try reader.readRaw()))
+                document.otherSections.append((name, try readVerbatim(&reader)))
                 return
             }
             try reader.readObject { (key, reader) throws(JSONReadError) in
                 if try reader.peekKind() == .object {
                     document.entries[kind, default: [:]][key] = try readEntity(&reader)
                 } else {
-                    document.opaqueEntries[kind, default: [:]][key] = try reader.readRaw()
+                    document.opaqueEntries[kind, default: [:]][key] = try readVerbatim(&reader)
                 }
             }
         }
@@ -53,10 +53,19 @@ public struct CacheDocument: Sendable, Equatable {
         var fields = JSONObject()
         try reader.readObject { (name, reader) throws(JSONReadError) in
             let value: JSONValue = CacheEntity.interpretedFields.contains(name)
-                ? try reader.readValue() : .raw(try reader.readRaw())
+                ? try reader.readValue() : .raw(try readVerbatim(&reader))
             fields[name] = value
         }
         return CacheEntity(fields: fields)
+    }
+
+    /// A value kept as its text. Byte-for-byte when it is strict JSON; a value only the lenient reader accepts
+    /// (trailing commas, as in MSAL.NET's files) is re-written strictly, so that strict readers such as
+    /// msal-python's json.loads can read what brokerd writes.
+    private static func readVerbatim(_ reader: inout JSONReader) throws(JSONReadError) -> String {
+        let raw = try reader.readRaw()
+        if (try? JSONReader.parse(raw)) != nil { return raw }
+        return JSONWriter().string(try JSONReader.parse(raw, lenient: true))
     }
 
     // MARK: Writing

@@ -158,7 +158,8 @@ public struct TokenCache: Sendable {
         if let v = entity.environment { values.append((.environment, v)) }
         if let v = entity.clientId { values.append((.client, v)) }
         if let v = entity.familyId { values.append((.family, v)) }
-        if let v = entity.realm { values.append((.realm, v)) }
+        // No realm and realm "" are the same (ADFS entries of MSAL.NET have none): both are found with realm "".
+        values.append((.realm, entity.realm ?? ""))
         for scope in Set(entity.target.map { $0.lowercased() }) { values.append((.scope, scope)) }
         return values
     }

@@ -37,7 +37,7 @@ final class Daemon {
     let stateDir: String
     let configPath: String
     let logPath: String
-    private(set) var process: Process?
+    private(set) var process: ChildProcess?
 
     init(config: String = "", directory: TemporaryDirectory = TemporaryDirectory()) throws {
         self.directory = directory
@@ -61,39 +61,23 @@ final class Daemon {
 
     /// Starts brokerd and waits until it answers on its socket.
     @discardableResult
-    func start(file: StaticString = #filePath, line: UInt = #line) throws -> Process {
+    func start(file: StaticString = #filePath, line: UInt = #line) throws -> ChildProcess {
         let process = try launch()
         self.process = process
         try waitUntilServing(file: file, line: line)
         return process
     }
 
-    /// Starts brokerd without waiting (for tests of refusals).
+    /// Starts brokerd without waiting (for tests of refusals). `executable` may be a launcher that execs brokerd
+    /// (systemd-socket-activate); `prefix` is a command that runs the rest (setpriv …).
     func launch(arguments extra: [String]? = nil, executable: String = Binaries.brokerd,
-                prefix: [String] = []) throws -> Process {
-        let process = Process()
-        let log = FileHandle(forWritingAtPath: logPath) ?? {
-            FileManager.default.createFile(atPath: logPath, contents: nil)
-            return FileHandle(forWritingAtPath: logPath)!
-        }()
-        log.seekToEndOfFile()
-        if prefix.isEmpty {
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = extra ?? arguments
-        } else {
-            process.executableURL = URL(fileURLWithPath: prefix[0])
-            process.arguments = Array(prefix.dropFirst()) + [executable] + (extra ?? arguments)
-        }
-        process.standardError = log
-        process.standardOutput = log
+                prefix: [String] = []) throws -> ChildProcess {
+        let command = prefix + [executable] + (extra ?? arguments)
         var environment = ProcessInfo.processInfo.environment
-        environment.removeValue(forKey: "NOTIFY_SOCKET")
-        environment.removeValue(forKey: "LISTEN_FDS")
-        environment.removeValue(forKey: "LISTEN_PID")
-        environment.removeValue(forKey: "JOURNAL_STREAM")
-        process.environment = environment
-        try process.run()
-        return process
+        for name in ["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "JOURNAL_STREAM", "WATCHDOG_USEC"] {
+            environment.removeValue(forKey: name)
+        }
+        return try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, logPath: logPath)
     }
 
     func waitUntilServing(timeout: TimeInterval = 20, file: StaticString = #filePath, line: UInt = #line) throws {
