@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs the Debian packages brokerd needs to build and to run its tests (Debian 12, Swift already installed):
+#   libsystemd-dev  the CSystemd system library (sd_notify, sd_listen_fds, sd_journal_sendv)
+#   systemd         systemd-socket-activate and systemd-analyze (socket-activation test, unit verification)
+#   util-linux      setpriv (the peer-credential tests run a client as another user)
+#   python3-venv    the virtual environment of the test identity provider
+# Only what is missing is installed; `apt-get update` runs only then.
+set -euo pipefail
+
+packages=(libsystemd-dev systemd util-linux python3-venv)
+missing=()
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -eq 0 ]; then sudo=(); elif command -v sudo >/dev/null; then sudo=(sudo); else
+    echo "install-deps: missing packages ${missing[*]}; run as root or install them" >&2
+    exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+"${sudo[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

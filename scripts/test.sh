@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets up and runs the whole test suite: build dependencies, the systemd unit check, then every XCTest
+# (unit tests of the cache and config, integration tests that drive the real brokerd binary).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+
+swift build --build-tests
+# systemd-analyze verify on the user units, with the freshly built brokerd as ExecStart=.
+bash systemd/verify.sh "$(swift build --show-bin-path)/brokerd"
+# XCTest only: the suite has no Swift Testing tests, and its "0 tests" summary line would be the last word.
+swift test --skip-build --disable-swift-testing
