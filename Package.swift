@@ -15,6 +15,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         // libsystemd (sd_notify, sd_listen_fds, sd_journal_sendv) plus two tiny Linux shims.
@@ -31,9 +33,21 @@ let package = Package(
         .target(name: "BrokerJSON"),
         // Wire contract: JSON-RPC envelope, method names, params/results, error codes, socket location.
         .target(name: "BrokerProtocol", dependencies: ["BrokerJSON"]),
-        // Accounts, the unified cache, persistence. Knows nothing about sockets or JSON-RPC.
-        .target(name: "BrokerCore", dependencies: [
+        // OAuth 2.0 / OIDC on the wire: discovery, token endpoint, PKCE, loopback redirect, device code,
+        // id_token and client_info decoding. Knows nothing about the cache.
+        .target(name: "OAuth", dependencies: [
             "BrokerJSON",
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOHTTP1", package: "swift-nio"),
+            .product(name: "Crypto", package: "swift-crypto"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Accounts, the unified cache, persistence, token acquisition. Knows nothing about sockets or JSON-RPC.
+        .target(name: "BrokerCore", dependencies: [
+            "BrokerJSON", "OAuth",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -41,7 +55,7 @@ let package = Package(
         .target(name: "BrokerConfig"),
         // Unix socket server: framing, peer credentials, dispatch to BrokerCore.
         .target(name: "BrokerServer", dependencies: [
-            "BrokerJSON", "BrokerProtocol", "BrokerCore", "Systemd",
+            "BrokerJSON", "BrokerProtocol", "BrokerCore", "OAuth", "Systemd",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

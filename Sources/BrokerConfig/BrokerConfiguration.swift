@@ -23,6 +23,16 @@ public struct BrokerConfiguration: Sendable, Equatable {
     /// Coalescing window for cache writes.
     public var writeDelayMilliseconds = 20
     public var logLevel: String?
+    /// Authority for requests that name none and whose client has no profile with one.
+    public var defaultAuthority: String?
+    /// PEM bundle of CA certificates trusted for HTTPS to identity providers (instead of the system store).
+    public var caFile: String?
+    /// Allow plain `http://` to 127.0.0.1 / localhost identity providers (local test servers only).
+    public var allowLoopbackHTTP = false
+    /// Start a browser for interactive sign-in: `auto` (when a display is present), `always` or `never`.
+    public var openBrowser = "auto"
+    /// Seconds an interactive sign-in may take.
+    public var interactiveTimeoutSeconds = 600
     /// Named profiles for `brokerctl token NAME` (used by the token engine).
     public var profiles: [String: Profile] = [:]
 
@@ -118,6 +128,18 @@ public struct BrokerConfiguration: Sendable, Equatable {
         case "idle_timeout": idleTimeoutSeconds = try int(1...86_400)
         case "shutdown_grace": shutdownGraceSeconds = try int(0...300)
         case "write_delay_ms": writeDelayMilliseconds = try int(0...10_000)
+        case "default_authority": defaultAuthority = try string()
+        case "ca_file": caFile = try string()
+        case "allow_loopback_http":
+            guard case .bool(let b) = value else { throw TOMLError(line: line, message: "'allow_loopback_http' must be true or false") }
+            allowLoopbackHTTP = b
+        case "open_browser":
+            let policy = try string()
+            guard ["auto", "always", "never"].contains(policy) else {
+                throw TOMLError(line: line, message: "'open_browser' must be \"auto\", \"always\" or \"never\"")
+            }
+            openBrowser = policy
+        case "interactive_timeout": interactiveTimeoutSeconds = try int(10...3600)
         case "log_level":
             let level = try string()
             guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) else {

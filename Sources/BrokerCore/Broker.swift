@@ -41,9 +41,9 @@ public actor Broker {
         }
     }
 
-    private var cache = TokenCache()
+    var cache = TokenCache()
     private let store: CacheStore
-    private let logger: Logger
+    let logger: Logger
     private let writeDelay: Duration
     private var problems: [String] = []
     private let startedAt = Broker.now()
@@ -56,8 +56,18 @@ public actor Broker {
     private var lastWriteError: String?
     public private(set) var writeCount = 0
 
-    public init(store: CacheStore, writeDelay: Duration = .milliseconds(20), logger: Logger) {
+    // Token acquisition (Tokens/): the IdP side, shared refreshes, running interactive flows, subscribers.
+    var identity: IdentityProvider?
+    var refreshFlights: [String: Task<TokenOutcome, Error>] = [:]
+    var interactiveFlows: [String: Task<InteractiveResult, Error>] = [:]
+    var interactiveSlots: Set<String> = []
+    var subscribers: [Int: AsyncStream<BrokerEvent>.Continuation] = [:]
+    var nextSubscriber = 0
+
+    public init(store: CacheStore, writeDelay: Duration = .milliseconds(20), identity: IdentityProvider? = nil,
+                logger: Logger) {
         self.store = store
+        self.identity = identity
         self.writeDelay = writeDelay
         self.logger = logger
     }

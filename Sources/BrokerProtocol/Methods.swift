@@ -14,11 +14,20 @@ public enum BrokerMethod: String, CaseIterable, Sendable {
     case signOut
     case importCache
     case exportCache
+    case acquireTokenSilently
+    case acquireTokenInteractively
+    case cancelInteractiveFlow
+}
+
+/// Notifications brokerd sends on the connection of a running interactive request.
+public enum BrokerNotification: String, CaseIterable, Sendable {
+    case browserUrl
+    case deviceCode
 }
 
 /// Version of the wire contract. Additive changes (new methods, new optional fields) keep the major number;
 /// a client should ignore fields it does not know.
-public let brokerProtocolVersion = "1.0"
+public let brokerProtocolVersion = "1.1"
 public let brokerVersion = "0.1.0"
 
 // MARK: - Params

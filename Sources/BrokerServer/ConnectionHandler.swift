@@ -160,8 +160,13 @@ final class ConnectionHandler: ChannelInboundHandler {
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
+        // Notifications of an interactive request (browserUrl, deviceCode) go out on this connection at once.
+        let notify: @Sendable ([UInt8]) -> Void = { message in
+            eventLoop.execute { handler.value.write(message, context: boundContext.value) }
+        }
         Task {
-            let output = await ConnectionHandler.answers(requests, failures: failures, batch: batch, router: router, peer: peer)
+            let output = await ConnectionHandler.answers(requests, failures: failures, batch: batch, router: router, peer: peer,
+                                                         notify: notify)
             eventLoop.execute {
                 handler.value.finished(output, context: boundContext.value)
             }
@@ -169,11 +174,12 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     private static func answers(_ requests: [RPCRequest], failures: [[UInt8]], batch: Bool,
-                                router: RequestRouter, peer: PeerIdentity) async -> [UInt8]? {
-        guard batch else { return await router.answer(requests[0], from: peer) }
+                                router: RequestRouter, peer: PeerIdentity,
+                                notify: @escaping @Sendable ([UInt8]) -> Void) async -> [UInt8]? {
+        guard batch else { return await router.answer(requests[0], from: peer, notify: notify) }
         var answers = failures
         await withTaskGroup(of: [UInt8]?.self) { group in
-            for request in requests { group.addTask { await router.answer(request, from: peer) } }
+            for request in requests { group.addTask { await router.answer(request, from: peer, notify: notify) } }
             for await answer in group { if let answer { answers.append(answer) } }
         }
         return answers.isEmpty ? nil : joinBatch(answers)

@@ -36,9 +36,10 @@ final class RequestRouter: Sendable {
 
     /// Answers one request: the result or error JSON, or nil for a notification. Logs method, caller, duration
     /// and outcome — never params or results, which may carry secrets.
-    func answer(_ request: RPCRequest, from peer: PeerIdentity) async -> [UInt8]? {
+    func answer(_ request: RPCRequest, from peer: PeerIdentity,
+                notify: @escaping @Sendable ([UInt8]) -> Void = { _ in }) async -> [UInt8]? {
         let started = ContinuousClock.now
-        let outcome = await dispatch(request)
+        let outcome = await dispatch(request, notify: notify)
         let elapsed = ContinuousClock.now - started
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
         var metadata: Logger.Metadata = [
@@ -58,7 +59,7 @@ final class RequestRouter: Sendable {
         }
     }
 
-    private func dispatch(_ request: RPCRequest) async -> Result<[UInt8], RPCError> {
+    private func dispatch(_ request: RPCRequest, notify: @escaping @Sendable ([UInt8]) -> Void) async -> Result<[UInt8], RPCError> {
         guard let method = BrokerMethod(rawValue: request.method) else {
             return .failure(RPCError(code: RPCErrorCode.methodNotFound, message: "method not found: \(request.method)"))
         }
@@ -110,17 +111,28 @@ final class RequestRouter: Sendable {
                 }
                 let data = String(decoding: await broker.exportCache(), as: UTF8.self)
                 return .success(try ProtocolCoding.encode(ExportResult(format: "msal", data: data)))
+            case .acquireTokenSilently:
+                return .success(try await acquireTokenSilently(try params(AcquireTokenSilentlyParams.self, request)))
+            case .acquireTokenInteractively:
+                return .success(try await acquireTokenInteractively(try params(AcquireTokenInteractivelyParams.self, request),
+                                                                    notify: notify))
+            case .cancelInteractiveFlow:
+                let p = try params(CancelInteractiveFlowParams.self, request)
+                let canceled = await broker.cancelInteractiveFlow(p.requestId)
+                return .success(try ProtocolCoding.encode(CancelInteractiveFlowResult(canceled: canceled)))
             }
         } catch let error as RPCError {
             return .failure(error)
         } catch let error as Broker.Failure {
+            return .failure(Self.rpcError(error))
+        } catch let error as TokenFailure {
             return .failure(Self.rpcError(error))
         } catch {
             return .failure(RPCError(code: RPCErrorCode.brokerInternal, message: "internal error: \(error)"))
         }
     }
 
-    private func params<T: Decodable>(_ type: T.Type, _ request: RPCRequest) throws -> T {
+    func params<T: Decodable>(_ type: T.Type, _ request: RPCRequest) throws -> T {
         do {
             return try ProtocolCoding.decode(type, from: request.params ?? Array("{}".utf8))
         } catch {
@@ -128,11 +140,11 @@ final class RequestRouter: Sendable {
         }
     }
 
-    private static func requireNonEmpty(_ value: String, _ name: String) throws {
+    static func requireNonEmpty(_ value: String, _ name: String) throws {
         if value.isEmpty { throw RPCError.invalidParams("'\(name)' must not be empty") }
     }
 
-    private static func selector(_ reference: AccountReference) throws -> AccountSelector {
+    static func selector(_ reference: AccountReference) throws -> AccountSelector {
         if let text = reference.text {
             try requireNonEmpty(text, "account")
             return .either(text)

@@ -62,7 +62,12 @@ struct Brokerd: AsyncParsableCommand {
             }
         }
         let store = CacheStore(path: "\(stateDirectory)/cache.bin", keyStore: keyStore)
-        let broker = Broker(store: store, writeDelay: .milliseconds(configuration.writeDelayMilliseconds), logger: logger)
+        let identity: IdentityProvider
+        do { identity = try IdentityProvider(settings: Self.identitySettings(configuration)) } catch {
+            fail("brokerd: cannot set up HTTPS to identity providers: \(error)")
+        }
+        let broker = Broker(store: store, writeDelay: .milliseconds(configuration.writeDelayMilliseconds),
+                            identity: identity, logger: logger)
         do { try await broker.start() } catch {
             fail("brokerd: cannot load the cache: \(error)")
         }
@@ -117,12 +122,26 @@ struct Brokerd: AsyncParsableCommand {
         statusUpdates.cancel()
         await server.shutdown(grace: .seconds(grace), removeSocketFile: activated == nil)
         await broker.flush()
+        await identity.shutdown()
         logger.info("stopped")
     }
 
     static func settings(_ configuration: BrokerConfiguration) -> ServerSettings {
         ServerSettings(allowRoot: configuration.allowRoot, maxConnections: configuration.maxConnections,
                        idleTimeout: .seconds(Int64(configuration.idleTimeoutSeconds)))
+    }
+
+    static func identitySettings(_ configuration: BrokerConfiguration) -> IdentityProvider.Settings {
+        var authorities: [String: String] = [:]
+        for name in configuration.profiles.keys.sorted() {
+            let profile = configuration.profiles[name]!
+            if let authority = profile.authority, authorities[profile.clientId] == nil { authorities[profile.clientId] = authority }
+        }
+        return IdentityProvider.Settings(
+            http: .init(caFile: configuration.caFile, allowLoopbackHTTP: configuration.allowLoopbackHTTP),
+            defaultAuthority: configuration.defaultAuthority, clientAuthorities: authorities,
+            openBrowser: configuration.openBrowser,
+            interactiveTimeoutSeconds: Int64(configuration.interactiveTimeoutSeconds))
     }
 
     /// Re-reads the configuration; a broken file leaves the running configuration as it is.

@@ -43,6 +43,13 @@ public struct BrokerState: Sendable, Equatable {
         hidden[clientId.lowercased(), default: []].insert(homeAccountId.lowercased())
     }
 
+    /// A sign-in of the account in that app undoes an earlier removal from it.
+    mutating func reveal(_ homeAccountId: String, to clientId: String) {
+        let client = clientId.lowercased()
+        hidden[client]?.remove(homeAccountId.lowercased())
+        if hidden[client]?.isEmpty == true { hidden[client] = nil }
+    }
+
     mutating func forget(_ homeAccountId: String) {
         let id = homeAccountId.lowercased()
         for client in hidden.keys {

@@ -1,0 +1,261 @@
+import OAuth
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public struct InteractiveTokenRequest: Sendable {
+    public enum Flow: String, Sendable { case browser, deviceCode }
+
+    public var clientId: String
+    public var authority: String?
+    public var scopes: [String]
+    public var extraScopesToConsent: [String]
+    public var loginHint: String?
+    public var prompt: String?
+    public var claims: String?
+    public var flow: Flow
+
+    public init(clientId: String, authority: String?, scopes: [String], extraScopesToConsent: [String] = [],
+                loginHint: String? = nil, prompt: String? = nil, claims: String? = nil, flow: Flow = .browser) {
+        self.clientId = clientId
+        self.authority = authority
+        self.scopes = scopes
+        self.extraScopesToConsent = extraScopesToConsent
+        self.loginHint = loginHint
+        self.prompt = prompt
+        self.claims = claims
+        self.flow = flow
+    }
+}
+
+/// What the user must be shown while an interactive request runs (sent to the caller as a notification).
+public enum InteractionPrompt: Sendable {
+    case browser(requestId: String, url: String)
+    case deviceCode(requestId: String, userCode: String, verificationURI: String, expiresIn: Int64, message: String)
+}
+
+extension Broker {
+    /// Signs the user in with the system browser (authorization code + PKCE, loopback redirect) or a device code.
+    /// `prompt` is called with what to show; `cancelInteractiveFlow(requestId)` ends the wait with UserCanceled.
+    /// One flow per (client, login hint) at a time: a second one is refused while the first runs.
+    public func acquireTokenInteractively(_ request: InteractiveTokenRequest,
+                                          prompt: @escaping @Sendable (InteractionPrompt) async -> Void) async throws(TokenFailure) -> TokenOutcome {
+        let idp = try identityProvider()
+        let authority = try idp.authority(requested: request.authority, clientId: request.clientId)
+        let scopes = Scopes.requested(request.scopes)
+        let slot = "\(request.clientId.lowercased())\n\((request.loginHint ?? "").lowercased())"
+        guard interactiveSlots.insert(slot).inserted else {
+            throw .invalidRequest("an interactive sign-in for this app\(request.loginHint.map { " and \($0)" } ?? "") is already running",
+                                  reason: "interactiveFlowRunning")
+        }
+        defer { interactiveSlots.remove(slot) }
+        let requestId = PKCE.randomToken(bytes: 12)
+        let metadata = try await idp.metadata(authority)
+        let task = Task<InteractiveResult, Error> {
+            switch request.flow {
+            case .browser:
+                return try await BrowserSignIn(idp: idp, metadata: metadata, request: request, requestId: requestId).run(prompt: prompt)
+            case .deviceCode:
+                return try await DeviceCodeSignIn(idp: idp, metadata: metadata, request: request, requestId: requestId).run(prompt: prompt)
+            }
+        }
+        interactiveFlows[requestId] = task
+        defer { interactiveFlows[requestId] = nil }
+        let result: InteractiveResult
+        do { result = try await task.value } catch let failure as TokenFailure { throw failure } catch is CancellationError {
+            throw .userCanceled("the sign-in was canceled")
+        } catch {
+            throw .internal("\(error)")
+        }
+
+        let now = Self.now()
+        let saved = try cache.save(result.response, idToken: result.idToken, clientId: request.clientId, authority: authority,
+                                   requestedScopes: scopes + request.extraScopesToConsent, usedRefreshTokenKey: nil,
+                                   knownHomeAccountId: nil, now: now)
+        let hid = saved.homeAccountId
+        let isNew = !knownAccounts.contains(hid.lowercased())
+        cache.state.reveal(hid, to: request.clientId)
+        cache.state.signInRequired.remove(hid.lowercased())
+        do { try await commit() } catch { logger.error("signed in, but the cache could not be written: \(error)") }
+        if isNew { emit(.accountAdded(homeAccountId: hid)) }
+        logger.info("signed in interactively", metadata: ["account": "\(hid)", "client_id": "\(request.clientId)",
+                                                          "flow": "\(request.flow.rawValue)"])
+        try checkGranted(saved, requested: scopes)
+        return outcome(saved.accessToken, hid: hid, clientId: request.clientId, authority: authority, source: "interactive",
+                       idToken: saved.idToken)
+    }
+
+    /// Ends a running interactive request; false when none has that id.
+    public func cancelInteractiveFlow(_ requestId: String) -> Bool {
+        guard let task = interactiveFlows[requestId] else { return false }
+        task.cancel()
+        return true
+    }
+
+    var knownAccounts: Set<String> {
+        Set(cache.all(.account).compactMap { $0.entity.homeAccountId?.lowercased() })
+    }
+}
+
+struct InteractiveResult: Sendable {
+    var response: TokenResponse
+    var idToken: IdToken?
+}
+
+/// Authorization code + PKCE with a loopback redirect (RFC 8252), state and nonce checked.
+struct BrowserSignIn: Sendable {
+    let idp: IdentityProvider
+    let metadata: ProviderMetadata
+    let request: InteractiveTokenRequest
+    let requestId: String
+
+    func run(prompt: @escaping @Sendable (InteractionPrompt) async -> Void) async throws -> InteractiveResult {
+        let listener: LoopbackRedirect
+        do { listener = try await LoopbackRedirect.start() } catch {
+            throw TokenFailure.internal("cannot open the loopback redirect listener: \(error)")
+        }
+        let pkce = PKCE(), state = PKCE.randomToken(bytes: 16), nonce = PKCE.randomToken(bytes: 16)
+        let wireScopes = Scopes.onTheWire(request.scopes + request.extraScopesToConsent)
+        var fields = [("client_id", request.clientId), ("response_type", "code"), ("redirect_uri", listener.redirectURI),
+                      ("scope", wireScopes.joined(separator: " ")), ("state", state), ("nonce", nonce),
+                      ("code_challenge", pkce.challenge), ("code_challenge_method", pkce.method), ("client_info", "1")]
+        if let hint = request.loginHint { fields.append(("login_hint", hint)) }
+        if let value = request.prompt { fields.append(("prompt", value)) }
+        if let claims = request.claims { fields.append(("claims", claims)) }
+        let separator = metadata.authorizationEndpoint.contains("?") ? "&" : "?"
+        let url = metadata.authorizationEndpoint + separator + FormEncoding.encode(fields)
+
+        let timeout = idp.settings.interactiveTimeoutSeconds
+        let query: [String: String]? = try await withThrowingTaskGroup(of: [String: String]?.self) { group in
+            group.addTask { await listener.nextRedirect() }
+            group.addTask {
+                try await Task.sleep(for: .seconds(timeout))
+                throw TokenFailure.userCanceled("no sign-in within \(timeout) s")
+            }
+            group.addTask {
+                await prompt(.browser(requestId: requestId, url: url))
+                BrowserLauncher.open(url, policy: idp.settings.openBrowser)
+                try await Task.sleep(for: .seconds(timeout + 60))
+                return nil
+            }
+            defer { group.cancelAll() }
+            while let next = try await group.next() {
+                if let next { return next }
+            }
+            return nil
+        }
+        await listener.close()
+        try Task.checkCancellation()
+        guard let query else { throw TokenFailure.userCanceled("the sign-in was canceled") }
+        guard query["state"] == state else { throw TokenFailure.serverError("the redirect's state does not match the request", nil) }
+        if let error = query["error"] {
+            let oauth = OAuthErrorResponse(error: error, errorDescription: query["error_description"],
+                                           suberror: query["suberror"], claims: query["claims"], httpStatus: 302)
+            throw TokenFailure.fromInteractive(.oauth(oauth))
+        }
+        guard let code = query["code"] else { throw TokenFailure.serverError("the redirect carries no code", nil) }
+        do {
+            let response = try await idp.tokens.redeemCode(code, verifier: pkce.verifier, redirectURI: listener.redirectURI,
+                                                           clientId: request.clientId, scopes: wireScopes,
+                                                           claims: request.claims, metadata: metadata)
+            return InteractiveResult(response: response,
+                                     idToken: try validatedIdToken(response, metadata: metadata, clientId: request.clientId, nonce: nonce))
+        } catch let failure as OAuthFailure {
+            throw TokenFailure.fromInteractive(failure)
+        }
+    }
+}
+
+/// RFC 8628: show the user code, poll at `interval` (longer after `slow_down`) until approved, denied or expired.
+struct DeviceCodeSignIn: Sendable {
+    let idp: IdentityProvider
+    let metadata: ProviderMetadata
+    let request: InteractiveTokenRequest
+    let requestId: String
+
+    func run(prompt: @escaping @Sendable (InteractionPrompt) async -> Void) async throws -> InteractiveResult {
+        let wireScopes = Scopes.onTheWire(request.scopes + request.extraScopesToConsent)
+        do {
+            let device = try await idp.tokens.authorizeDevice(clientId: request.clientId, scopes: wireScopes,
+                                                              claims: request.claims, metadata: metadata)
+            let message = device.message
+                ?? "To sign in, open \(device.verificationURI) in a browser and enter the code \(device.userCode)."
+            await prompt(.deviceCode(requestId: requestId, userCode: device.userCode, verificationURI: device.verificationURI,
+                                     expiresIn: device.expiresIn, message: message))
+            let deadline = ContinuousClock.now + .seconds(min(device.expiresIn, idp.settings.interactiveTimeoutSeconds))
+            var interval = device.interval
+            while true {
+                try await Task.sleep(for: .seconds(interval))
+                guard ContinuousClock.now < deadline else {
+                    throw TokenFailure.userCanceled("the device code expired before the sign-in was completed")
+                }
+                let response: TokenResponse
+                do {
+                    response = try await idp.tokens.pollDevice(device.deviceCode, clientId: request.clientId, metadata: metadata)
+                } catch {
+                    switch error {
+                    case .oauth(let answer) where answer.error == "authorization_pending": continue
+                    case .oauth(let answer) where answer.error == "slow_down":
+                        interval += 5
+                        continue
+                    case .oauth(let answer) where answer.error == "expired_token":
+                        throw TokenFailure.userCanceled("the device code expired before the sign-in was completed")
+                    case .transient: continue  // a poll that did not get through; the next one may
+                    default: throw error
+                    }
+                }
+                return InteractiveResult(response: response,
+                                         idToken: try validatedIdToken(response, metadata: metadata, clientId: request.clientId, nonce: nil))
+            }
+        } catch let failure as OAuthFailure {
+            throw TokenFailure.fromInteractive(failure)
+        }
+    }
+}
+
+func validatedIdToken(_ response: TokenResponse, metadata: ProviderMetadata, clientId: String, nonce: String?) throws -> IdToken? {
+    guard let raw = response.idToken else { return nil }
+    do {
+        let token = try IdToken(raw: raw)
+        try token.validate(issuer: metadata.issuer, clientId: clientId, nonce: nonce, now: Broker.now())
+        return token
+    } catch {
+        throw TokenFailure.serverError(error.description, nil)
+    }
+}
+
+/// Starts the user's browser on a URL: `$BROWSER`, else `xdg-open`. `auto` only when a display is present.
+enum BrowserLauncher {
+    static func open(_ url: String, policy: String) {
+        if policy == "never" { return }
+        let hasDisplay = getenv("DISPLAY") != nil || getenv("WAYLAND_DISPLAY") != nil
+        if policy == "auto" && !hasDisplay { return }
+        let program = getenv("BROWSER").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "xdg-open"
+        var pid: pid_t = 0
+        let argv = [strdup(program), strdup(url), nil]
+        defer { argv.forEach { free($0) } }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+        if posix_spawnp(&pid, program, &actions, nil, argv, environ) == 0 {
+            // Reap it without blocking anything: the browser launcher exits quickly (xdg-open forks the browser).
+            ChildReaper.reap(pid)
+        }
+    }
+}
+
+enum ChildReaper {
+    static func reap(_ pid: pid_t) {
+        Task.detached {
+            var status: Int32 = 0
+            for _ in 0..<600 {
+                if waitpid(pid, &status, WNOHANG) != 0 { return }
+                try? await Task.sleep(for: .milliseconds(500))
+            }
+        }
+    }
+}

@@ -1,0 +1,39 @@
+/// Events for `subscribe` (SPEC §5).
+public enum BrokerEvent: Sendable, Equatable {
+    case accountAdded(homeAccountId: String)
+    case accountRemoved(homeAccountId: String)
+    /// A refresh failed with invalid_grant: the account needs an interactive sign-in.
+    case signInRequired(homeAccountId: String, clientId: String)
+    case statusChanged
+
+    public var name: String {
+        switch self {
+        case .accountAdded: return "accountAdded"
+        case .accountRemoved: return "accountRemoved"
+        case .signInRequired: return "signInRequired"
+        case .statusChanged: return "statusChanged"
+        }
+    }
+}
+
+extension Broker {
+    /// Events from now on, until the stream is dropped.
+    public func events() -> AsyncStream<BrokerEvent> {
+        let (stream, continuation) = AsyncStream<BrokerEvent>.makeStream(bufferingPolicy: .bufferingNewest(256))
+        let id = nextSubscriber
+        nextSubscriber += 1
+        subscribers[id] = continuation
+        continuation.onTermination = { [weak self] _ in
+            Task { await self?.unsubscribe(id) }
+        }
+        return stream
+    }
+
+    private func unsubscribe(_ id: Int) {
+        subscribers[id] = nil
+    }
+
+    func emit(_ event: BrokerEvent) {
+        for continuation in subscribers.values { continuation.yield(event) }
+    }
+}

@@ -1,0 +1,69 @@
+import OAuth
+
+/// Why a token request failed, in the vocabulary apps act on (SPEC §2, MSAL's codes). The OAuth detail the IdP
+/// gave travels along; secrets never do.
+public enum TokenFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Only an interactive sign-in can help (no refresh token, it was refused, the account was removed from the app).
+    case interactionRequired(String, OAuthErrorResponse?)
+    /// The IdP granted fewer scopes than asked; the granted tokens are cached.
+    case serverDeclinedScopes(granted: [String], declined: [String])
+    case protectionPoliciesRequired(OAuthErrorResponse)
+    case userCanceled(String)
+    /// The IdP refused in a way sign-in cannot fix (invalid_client, invalid_scope, a bad redirect…).
+    case serverError(String, OAuthErrorResponse?)
+    /// The IdP could not be reached or was temporarily unable to answer. Retry later; nothing was deleted.
+    case unavailable(String)
+    /// The request itself is wrong (unknown authority, missing account, a flow already running…).
+    case invalidRequest(String, reason: String)
+    case `internal`(String)
+
+    public var description: String {
+        switch self {
+        case .interactionRequired(let why, _): return "interaction required: \(why)"
+        case .serverDeclinedScopes(let granted, let declined):
+            return "the identity provider declined scope(s) \(declined.joined(separator: " ")); granted: \(granted.joined(separator: " "))"
+        case .protectionPoliciesRequired(let oauth): return "protection policies required: \(oauth)"
+        case .userCanceled(let why): return "canceled: \(why)"
+        case .serverError(let why, _): return why
+        case .unavailable(let why): return why
+        case .invalidRequest(let why, _): return why
+        case .internal(let why): return "internal error: \(why)"
+        }
+    }
+
+    public var oauth: OAuthErrorResponse? {
+        switch self {
+        case .interactionRequired(_, let oauth), .serverError(_, let oauth): return oauth
+        case .protectionPoliciesRequired(let oauth): return oauth
+        default: return nil
+        }
+    }
+
+    /// The silent path's reading of an IdP failure (MSAL's `isErrorRecoverableByUserInteraction`): every OAuth
+    /// error except invalid_scope / invalid_client / a protection policy becomes InteractionRequired.
+    static func fromRefresh(_ failure: OAuthFailure) -> TokenFailure {
+        switch failure {
+        case .oauth(let response):
+            if response.suberror == "protection_policy_required" { return .protectionPoliciesRequired(response) }
+            if ["invalid_scope", "invalid_client"].contains(response.error) {
+                return .serverError("the identity provider refused the request: \(response)", response)
+            }
+            return .interactionRequired("the refresh token was refused (\(response.error))", response)
+        case .transient(let why): return .unavailable(why)
+        default: return .serverError(failure.description, nil)
+        }
+    }
+
+    /// An interactive flow's reading: access_denied is the user saying no.
+    static func fromInteractive(_ failure: OAuthFailure) -> TokenFailure {
+        switch failure {
+        case .oauth(let response):
+            if response.error == "access_denied" { return .userCanceled("the sign-in was declined") }
+            if response.suberror == "protection_policy_required" { return .protectionPoliciesRequired(response) }
+            return .serverError("the identity provider refused the sign-in: \(response)", response)
+        case .transient(let why): return .unavailable(why)
+        case .configuration(let why): return .invalidRequest(why, reason: "invalidAuthority")
+        default: return .serverError(failure.description, nil)
+        }
+    }
+}

@@ -1,0 +1,100 @@
+import BrokerJSON
+import OAuth
+
+/// What a saved token response gives the caller.
+struct SavedTokens: Sendable {
+    var homeAccountId: String
+    var accessToken: CacheEntity
+    var grantedScopes: [String]
+    var idToken: String?
+}
+
+extension TokenCache {
+    /// Files an IdP response as MSAL would: the access token (replacing this client's tokens whose scopes
+    /// intersect it), the refresh token (rotated in place when `usedRefreshTokenKey` names the one redeemed, so
+    /// a family token keeps its owner), and, when an id_token came, the IdToken, Account and AppMetadata entries.
+    mutating func save(_ response: TokenResponse, idToken: IdToken?, clientId: String, authority: Authority,
+                       requestedScopes: [String], usedRefreshTokenKey: String?, knownHomeAccountId: String?,
+                       now: Int64) throws(TokenFailure) -> SavedTokens {
+        let clientInfo = response.clientInfo.flatMap(ClientInfo.init(encoded:))
+        guard let hid = clientInfo?.homeAccountId ?? idToken?.subject ?? knownHomeAccountId else {
+            throw .serverError("the token response identifies no account (no client_info, no id_token sub)", nil)
+        }
+        let environment = authority.environment
+        let realm = idToken?.tenantId ?? authority.tenant
+        let granted = response.scope.map(Scopes.split) ?? requestedScopes
+
+        var accessToken = CacheEntity()
+        accessToken.set("credential_type", "AccessToken")
+        accessToken.set("secret", response.accessToken)
+        accessToken.set("home_account_id", hid)
+        accessToken.set("environment", environment)
+        accessToken.set("client_id", clientId)
+        accessToken.set("realm", realm)
+        accessToken.set("target", granted.joined(separator: " "))
+        accessToken.set("token_type", response.tokenType)
+        accessToken.setTimestamp("cached_at", now)
+        accessToken.setTimestamp("expires_on", now + response.expiresIn)
+        accessToken.setTimestamp("extended_expires_on", now + (response.extExpiresIn ?? response.expiresIn))
+        accessToken.setTimestamp("refresh_on", response.refreshIn.map { now + $0 })
+        let grantedSet = Set(granted.map { $0.lowercased() })
+        for (key, old) in find(.accessToken, CacheQuery(homeAccountId: hid, environment: environment, clientId: clientId, realm: realm))
+        where !grantedSet.isDisjoint(with: old.target.map { $0.lowercased() }) {
+            remove(.accessToken, key: key)
+        }
+        add(.accessToken, accessToken)
+
+        if let secret = response.refreshToken {
+            if let usedKey = usedRefreshTokenKey, var used = entity(.refreshToken, key: usedKey) {
+                used.set("secret", secret)
+                used.setTimestamp("last_modification_time", now)
+                put(.refreshToken, key: usedKey, used)
+            } else {
+                var refreshToken = CacheEntity()
+                refreshToken.set("credential_type", "RefreshToken")
+                refreshToken.set("secret", secret)
+                refreshToken.set("home_account_id", hid)
+                refreshToken.set("environment", environment)
+                refreshToken.set("client_id", clientId)
+                refreshToken.set("target", granted.joined(separator: " "))
+                refreshToken.set("family_id", response.familyId)
+                refreshToken.setTimestamp("last_modification_time", now)
+                add(.refreshToken, refreshToken)
+            }
+        }
+
+        if let idToken {
+            var idEntry = CacheEntity()
+            idEntry.set("credential_type", "IdToken")
+            idEntry.set("secret", idToken.raw)
+            idEntry.set("home_account_id", hid)
+            idEntry.set("environment", environment)
+            idEntry.set("realm", realm)
+            idEntry.set("client_id", clientId)
+            add(.idToken, idEntry)
+
+            var account = CacheEntity()
+            account.set("home_account_id", hid)
+            account.set("environment", environment)
+            account.set("realm", realm)
+            account.set("local_account_id", idToken.objectId ?? idToken.subject)
+            account.set("username", idToken.username ?? "")
+            account.set("authority_type", clientInfo != nil ? "MSSTS" : "Generic")
+            account.set("name", idToken.name)
+            account.set("client_info", response.clientInfo)
+            add(.account, account)
+
+            var metadata = CacheEntity()
+            metadata.set("client_id", clientId)
+            metadata.set("environment", environment)
+            metadata.set("family_id", response.familyId)
+            add(.appMetadata, metadata)
+        }
+        return SavedTokens(homeAccountId: hid, accessToken: accessToken, grantedScopes: granted, idToken: idToken?.raw)
+    }
+
+    /// The newest id_token of the account for this client (returned with silent results).
+    func latestIdToken(homeAccountId: String, environment: String, clientId: String) -> String? {
+        find(.idToken, CacheQuery(homeAccountId: homeAccountId, environment: environment, clientId: clientId)).first?.entity.secret
+    }
+}

@@ -1,0 +1,121 @@
+// Params and results of token acquisition (SPEC §5).
+
+public struct AcquireTokenSilentlyParams: Codable, Sendable {
+    public var clientId: String
+    /// Default: the client's authority from the configuration (a profile with this client id, else `default_authority`).
+    public var authority: String?
+    public var scopes: [String]
+    public var account: AccountReference
+    public var forceRefresh: Bool?
+    /// A claims challenge (JSON); bypasses the access-token cache.
+    public var claims: String?
+    public var correlationId: String?
+
+    public init(clientId: String, authority: String? = nil, scopes: [String], account: AccountReference,
+                forceRefresh: Bool? = nil, claims: String? = nil, correlationId: String? = nil) {
+        self.clientId = clientId
+        self.authority = authority
+        self.scopes = scopes
+        self.account = account
+        self.forceRefresh = forceRefresh
+        self.claims = claims
+        self.correlationId = correlationId
+    }
+}
+
+public struct AcquireTokenInteractivelyParams: Codable, Sendable {
+    public var clientId: String
+    public var authority: String?
+    public var scopes: [String]
+    public var extraScopesToConsent: [String]?
+    public var loginHint: String?
+    /// `login`, `consent`, `select_account`, `none` (sent to the IdP as is).
+    public var prompt: String?
+    public var claims: String?
+    /// `browser` (default) or `deviceCode`.
+    public var flow: String?
+    public var correlationId: String?
+
+    public init(clientId: String, authority: String? = nil, scopes: [String], extraScopesToConsent: [String]? = nil,
+                loginHint: String? = nil, prompt: String? = nil, claims: String? = nil, flow: String? = nil,
+                correlationId: String? = nil) {
+        self.clientId = clientId
+        self.authority = authority
+        self.scopes = scopes
+        self.extraScopesToConsent = extraScopesToConsent
+        self.loginHint = loginHint
+        self.prompt = prompt
+        self.claims = claims
+        self.flow = flow
+        self.correlationId = correlationId
+    }
+}
+
+public struct CancelInteractiveFlowParams: Codable, Sendable {
+    public var requestId: String
+    public init(requestId: String) { self.requestId = requestId }
+}
+
+public struct CancelInteractiveFlowResult: Codable, Sendable, Equatable {
+    /// False when no interactive request with that id was running.
+    public var canceled: Bool
+    public init(canceled: Bool) { self.canceled = canceled }
+}
+
+/// The token result (SPEC §5).
+public struct TokenResult: Codable, Sendable, Equatable {
+    public var accessToken: String
+    public var tokenType: String
+    public var expiresOn: Int64
+    public var extendedExpiresOn: Int64
+    public var refreshOn: Int64?
+    public var grantedScopes: [String]
+    public var idToken: String?
+    public var account: Account
+    public var authority: String
+    public var correlationId: String?
+    /// `cache`, `refresh` or `interactive`.
+    public var source: String
+
+    public init(accessToken: String, tokenType: String, expiresOn: Int64, extendedExpiresOn: Int64, refreshOn: Int64?,
+                grantedScopes: [String], idToken: String?, account: Account, authority: String, correlationId: String?,
+                source: String) {
+        self.accessToken = accessToken
+        self.tokenType = tokenType
+        self.expiresOn = expiresOn
+        self.extendedExpiresOn = extendedExpiresOn
+        self.refreshOn = refreshOn
+        self.grantedScopes = grantedScopes
+        self.idToken = idToken
+        self.account = account
+        self.authority = authority
+        self.correlationId = correlationId
+        self.source = source
+    }
+}
+
+/// `browserUrl` notification: the app may open the URL itself; brokerd also starts a browser when it can.
+public struct BrowserURLNotification: Codable, Sendable, Equatable {
+    public var requestId: String
+    public var url: String
+    public init(requestId: String, url: String) {
+        self.requestId = requestId
+        self.url = url
+    }
+}
+
+/// `deviceCode` notification (RFC 8628): what to show the user.
+public struct DeviceCodeNotification: Codable, Sendable, Equatable {
+    public var requestId: String
+    public var userCode: String
+    public var verificationUri: String
+    public var expiresIn: Int64
+    public var message: String
+    public init(requestId: String, userCode: String, verificationUri: String, expiresIn: Int64, message: String) {
+        self.requestId = requestId
+        self.userCode = userCode
+        self.verificationUri = verificationUri
+        self.expiresIn = expiresIn
+        self.message = message
+    }
+}

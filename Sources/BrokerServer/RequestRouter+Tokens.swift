@@ -1,0 +1,86 @@
+import BrokerCore
+import BrokerJSON
+import BrokerProtocol
+import OAuth
+
+/// The token methods: wire params → broker requests, outcomes → TokenResult, TokenFailure → MSAL error codes.
+extension RequestRouter {
+    func acquireTokenSilently(_ p: AcquireTokenSilentlyParams) async throws -> [UInt8] {
+        try Self.requireNonEmpty(p.clientId, "clientId")
+        let request = SilentTokenRequest(clientId: p.clientId, authority: p.authority, scopes: p.scopes,
+                                         account: try Self.selector(p.account), forceRefresh: p.forceRefresh ?? false,
+                                         claims: p.claims)
+        let outcome = try await broker.acquireTokenSilently(request)
+        return try await encode(outcome, clientId: p.clientId, correlationId: p.correlationId)
+    }
+
+    func acquireTokenInteractively(_ p: AcquireTokenInteractivelyParams,
+                                   notify: @escaping @Sendable ([UInt8]) -> Void) async throws -> [UInt8] {
+        try Self.requireNonEmpty(p.clientId, "clientId")
+        guard let flow = InteractiveTokenRequest.Flow(rawValue: p.flow ?? "browser") else {
+            throw RPCError.invalidParams("'flow' must be \"browser\" or \"deviceCode\"", reason: "invalidFlow")
+        }
+        let request = InteractiveTokenRequest(clientId: p.clientId, authority: p.authority, scopes: p.scopes,
+                                              extraScopesToConsent: p.extraScopesToConsent ?? [], loginHint: p.loginHint,
+                                              prompt: p.prompt, claims: p.claims, flow: flow)
+        let outcome = try await broker.acquireTokenInteractively(request) { prompt in
+            let message: [UInt8]?
+            switch prompt {
+            case .browser(let requestId, let url):
+                message = (try? ProtocolCoding.encode(BrowserURLNotification(requestId: requestId, url: url)))
+                    .map { RPCEnvelope.notification(method: BrokerNotification.browserUrl.rawValue, paramsJSON: $0) }
+            case .deviceCode(let requestId, let userCode, let uri, let expiresIn, let text):
+                message = (try? ProtocolCoding.encode(DeviceCodeNotification(
+                    requestId: requestId, userCode: userCode, verificationUri: uri, expiresIn: expiresIn, message: text)))
+                    .map { RPCEnvelope.notification(method: BrokerNotification.deviceCode.rawValue, paramsJSON: $0) }
+            }
+            if let message { notify(message) }
+        }
+        return try await encode(outcome, clientId: p.clientId, correlationId: p.correlationId)
+    }
+
+    private func encode(_ outcome: TokenOutcome, clientId: String, correlationId: String?) async throws -> [UInt8] {
+        guard let summary = await broker.accounts(visibleTo: nil).first(where: {
+            $0.homeAccountId.lowercased() == outcome.homeAccountId.lowercased()
+        }) else {
+            throw RPCError(code: RPCErrorCode.brokerInternal, message: "the token's account is not in the cache")
+        }
+        return try ProtocolCoding.encode(TokenResult(
+            accessToken: outcome.accessToken, tokenType: outcome.tokenType, expiresOn: outcome.expiresOn,
+            extendedExpiresOn: outcome.extendedExpiresOn, refreshOn: outcome.refreshOn, grantedScopes: outcome.grantedScopes,
+            idToken: outcome.idToken, account: Self.wire(summary), authority: outcome.authority, correlationId: correlationId,
+            source: outcome.source))
+    }
+
+    /// MSAL's codes with the OAuth detail in `data` (error, suberror, errorCodes, correlationId, claims, …).
+    static func rpcError(_ failure: TokenFailure) -> RPCError {
+        var data = JSONObject()
+        if let oauth = failure.oauth {
+            data["error"] = .string(oauth.error)
+            if let v = oauth.errorDescription { data["errorDescription"] = .string(v) }
+            if let v = oauth.suberror { data["suberror"] = .string(v) }
+            if !oauth.errorCodes.isEmpty { data["errorCodes"] = .array(oauth.errorCodes.map { .int($0) }) }
+            if let v = oauth.correlationId { data["correlationId"] = .string(v) }
+            if let v = oauth.claims { data["claims"] = .string(v) }
+        }
+        let code: Int
+        switch failure {
+        case .interactionRequired: code = RPCErrorCode.interactionRequired
+        case .serverDeclinedScopes(let granted, let declined):
+            code = RPCErrorCode.serverDeclinedScopes
+            data["grantedScopes"] = .array(granted.map(JSONValue.string))
+            data["declinedScopes"] = .array(declined.map(JSONValue.string))
+        case .protectionPoliciesRequired: code = RPCErrorCode.serverProtectionPoliciesRequired
+        case .userCanceled: code = RPCErrorCode.userCanceled
+        case .serverError: code = RPCErrorCode.serverError
+        case .unavailable:
+            code = RPCErrorCode.serverError
+            data["reason"] = .string("unavailable")
+            data["retryable"] = .bool(true)
+        case .invalidRequest(_, let reason):
+            return RPCError.invalidParams(failure.description, reason: reason)
+        case .internal: code = RPCErrorCode.brokerInternal
+        }
+        return RPCError(code: code, message: failure.description, data: data.members.isEmpty ? nil : .object(data))
+    }
+}

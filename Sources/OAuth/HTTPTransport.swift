@@ -1,0 +1,112 @@
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+
+/// What the broker needs of HTTP: GET a JSON document, POST a form. HTTPS only, except loopback `http://` when
+/// the configuration allows it (tests); a private CA bundle can be trusted in addition to the system's.
+public final class HTTPTransport: Sendable {
+    public struct Settings: Sendable, Equatable {
+        /// PEM file of CA certificates to trust (instead of the system store), e.g. a test CA.
+        public var caFile: String?
+        /// Accept `http://127.0.0.1`, `http://[::1]` and `http://localhost` URLs (never other plain-HTTP hosts).
+        public var allowLoopbackHTTP: Bool
+        public var timeoutSeconds: Int64
+
+        public init(caFile: String? = nil, allowLoopbackHTTP: Bool = false, timeoutSeconds: Int64 = 30) {
+            self.caFile = caFile
+            self.allowLoopbackHTTP = allowLoopbackHTTP
+            self.timeoutSeconds = timeoutSeconds
+        }
+    }
+
+    public struct Response: Sendable {
+        public var status: Int
+        public var body: [UInt8]
+        public var headers: [(String, String)]
+
+        public func header(_ name: String) -> String? {
+            headers.first { $0.0.lowercased() == name.lowercased() }?.1
+        }
+    }
+
+    public let settings: Settings
+    private let client: HTTPClient
+
+    public init(settings: Settings) throws {
+        self.settings = settings
+        var configuration = HTTPClient.Configuration()
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let caFile = settings.caFile { tls.trustRoots = .file(caFile) }
+        configuration.tlsConfiguration = tls
+        configuration.redirectConfiguration = .disallow
+        configuration.timeout = .init(connect: .seconds(10), read: .seconds(settings.timeoutSeconds))
+        configuration.httpVersion = .http1Only
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    }
+
+    public func shutdown() async {
+        try? await client.shutdown()
+    }
+
+    /// Refuses a URL the broker must not talk to: not https (or allowed loopback http).
+    public func check(_ url: String) throws(OAuthFailure) {
+        let lower = url.lowercased()
+        if lower.hasPrefix("https://") { return }
+        if lower.hasPrefix("http://") {
+            let host = HTTPTransport.host(of: lower) ?? ""
+            if ["127.0.0.1", "localhost", "[::1]"].contains(host) {
+                if settings.allowLoopbackHTTP { return }
+                throw .configuration("\(url) is plain HTTP; set allow_loopback_http = true to allow it for a local test server")
+            }
+        }
+        throw .configuration("\(url) is not an https URL")
+    }
+
+    /// The host of an absolute URL, lower-cased, without port.
+    public static func host(of url: String) -> String? {
+        guard let schemeEnd = url.firstRange(of: "://") else { return nil }
+        let rest = url[schemeEnd.upperBound...]
+        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        let hostPort = authority.split(separator: "@").last.map(String.init) ?? ""
+        if hostPort.hasPrefix("[") { return hostPort.prefix { $0 != "]" }.lowercased() + "]" }
+        return hostPort.split(separator: ":").first.map { $0.lowercased() }
+    }
+
+    public func get(_ url: String) async throws(OAuthFailure) -> Response {
+        try check(url)
+        var request = HTTPClientRequest(url: url)
+        request.headers.add(name: "Accept", value: "application/json")
+        return try await execute(request)
+    }
+
+    public func postForm(_ url: String, _ fields: [(String, String)], headers: [(String, String)] = []) async throws(OAuthFailure) -> Response {
+        try check(url)
+        var request = HTTPClientRequest(url: url)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        request.headers.add(name: "Accept", value: "application/json")
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        request.body = .bytes(ByteBuffer(string: FormEncoding.encode(fields)))
+        return try await execute(request)
+    }
+
+    private func execute(_ request: HTTPClientRequest) async throws(OAuthFailure) -> Response {
+        do {
+            let response = try await client.execute(request, timeout: .seconds(settings.timeoutSeconds))
+            let body = try await response.body.collect(upTo: 4 << 20)
+            return Response(status: Int(response.status.code), body: Array(buffer: body),
+                            headers: response.headers.map { ($0.name, $0.value) })
+        } catch {
+            // Connection refused, TLS failure, timeout: the IdP could not be reached; nothing was decided.
+            throw .transient("cannot reach \(HTTPTransport.host(of: request.url) ?? request.url): \(Self.describe(error))")
+        }
+    }
+
+    private static func describe(_ error: Error) -> String {
+        if let error = error as? HTTPClientError, error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
+            return "timed out"
+        }
+        return "\(error)"
+    }
+}
