@@ -3,11 +3,12 @@
 #   libsystemd-dev  the CSystemd system library (sd_notify, sd_listen_fds, sd_journal_sendv)
 #   systemd         systemd-socket-activate and systemd-analyze (socket-activation test, unit verification)
 #   util-linux      setpriv (the peer-credential tests run a client as another user)
-#   python3-venv    the virtual environment of the test identity provider
+#   python3-venv    the virtual environment of the test identity provider (Tests/idp)
+#   curl            the tests drive the test identity provider's control endpoints with it
 # Only what is missing is installed; `apt-get update` runs only then.
 set -euo pipefail
 
-packages=(libsystemd-dev systemd util-linux python3-venv)
+packages=(libsystemd-dev systemd util-linux python3-venv curl)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

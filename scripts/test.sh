@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Sets up and runs the whole test suite: build dependencies, the systemd unit check, then every XCTest
-# (unit tests of the cache and config, integration tests that drive the real brokerd binary).
+# Sets up and runs the whole test suite: build dependencies, the test identity provider's Python venv
+# (django-oauth-toolkit, Tests/idp), the systemd unit check, then every XCTest (unit tests; integration tests that
+# drive the real brokerd binary against the real test IdP).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+bash Tests/idp/setup.sh .build/idp-venv
+export BROKERD_IDP_PYTHON="$PWD/.build/idp-venv/bin/python"
 
 swift build --build-tests
 # systemd-analyze verify on the user units, with the freshly built brokerd as ExecStart=.

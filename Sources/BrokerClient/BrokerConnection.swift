@@ -62,17 +62,43 @@ public actor BrokerConnection {
         try call(method, NoParams(), as: type)
     }
 
+    /// A notification brokerd sent while a request ran (`browserUrl`, `deviceCode`): method and raw params JSON.
+    public typealias NotificationHandler = @Sendable (_ method: String, _ params: [UInt8]) -> Void
+
+    /// Calls `method`, handing notifications that arrive before the answer to `onNotification`. `timeoutSeconds`
+    /// bounds the wait for the answer (interactive sign-ins take minutes).
+    public func call<Params: Encodable, Result: Decodable>(_ method: BrokerMethod, _ params: Params, as type: Result.Type,
+                                                           timeoutSeconds: Int,
+                                                           onNotification: @escaping NotificationHandler) throws -> Result {
+        let paramsJSON: [UInt8]
+        do { paramsJSON = try ProtocolCoding.encode(params) } catch {
+            throw BrokerClientError.connection("cannot encode params: \(error)")
+        }
+        let resultJSON = try callRaw(method.rawValue, paramsJSON: paramsJSON, timeoutSeconds: timeoutSeconds,
+                                     onNotification: onNotification)
+        do { return try ProtocolCoding.decode(type, from: resultJSON) } catch {
+            throw BrokerClientError.connection("unexpected \(method.rawValue) result: \(ProtocolCoding.describe(error))")
+        }
+    }
+
     /// Sends one request and returns the raw JSON of its result.
-    public func callRaw(_ method: String, paramsJSON: [UInt8]) throws -> [UInt8] {
+    public func callRaw(_ method: String, paramsJSON: [UInt8], timeoutSeconds: Int? = nil,
+                        onNotification: NotificationHandler? = nil) throws -> [UInt8] {
         if fd >= 0, peerHasClosed() { disconnect() }
         if fd < 0 { try connect() }
         let id = nextId
         nextId += 1
+        setReceiveTimeout(timeoutSeconds ?? self.timeoutSeconds)
+        defer { if fd >= 0, timeoutSeconds != nil { setReceiveTimeout(self.timeoutSeconds) } }
         do {
             try send(RPCEnvelope.request(id: id, method: method, paramsJSON: paramsJSON) + [0x0A])
             while true {
-                let line = try readLine()
-                if let result = try answer(in: line, for: id) { return result }
+                let line = try readLine(timeoutSeconds: timeoutSeconds ?? self.timeoutSeconds)
+                switch try answer(in: line, for: id) {
+                case .result(let result): return result
+                case .notification(let name, let params): onNotification?(name, params)
+                case .other: continue
+                }
             }
         } catch let error as BrokerClientError {
             if case .rpc = error {} else { disconnect() }
@@ -88,32 +114,44 @@ public actor BrokerConnection {
 
     // MARK: Wire
 
-    /// The result in `line` if it answers request `id`; nil for other messages (notifications).
-    private func answer(in line: [UInt8], for id: Int) throws -> [UInt8]? {
+    private enum Incoming {
+        case result([UInt8])
+        case notification(String, [UInt8])
+        case other
+    }
+
+    /// What `line` is to the caller waiting for request `id`.
+    private func answer(in line: [UInt8], for id: Int) throws -> Incoming {
         var reader = JSONReader(line)
-        var answerId: JSONValue?, result: [UInt8]?, error: JSONValue?, isNotification = false
+        var answerId: JSONValue?, result: [UInt8]?, error: JSONValue?, notification: String?, params: [UInt8] = []
         do {
             try reader.readObject { (key, reader) throws(JSONReadError) in
                 switch key {
                 case "id": answerId = try reader.readValue()
                 case "result": result = Array(line[try reader.readRawRange()])
                 case "error": error = try reader.readValue()
-                case "method": isNotification = true; _ = try reader.readValue()
+                case "method": notification = try reader.readValue().stringValue ?? ""
+                case "params": params = Array(line[try reader.readRawRange()])
                 default: _ = try reader.readValue()
                 }
             }
         } catch {
             throw BrokerClientError.connection("brokerd sent invalid JSON: \(error)")
         }
-        if isNotification { return nil }
+        if let notification { return .notification(notification, params) }
         if let error, let rpc = RPCError(json: error) {
             // id null: the connection itself was refused (peer check, connection cap, oversized message).
             if answerId == .int(id) || answerId == .null { throw BrokerClientError.rpc(rpc) }
-            return nil
+            return .other
         }
-        guard answerId == .int(id) else { return nil }
+        guard answerId == .int(id) else { return .other }
         guard let result else { throw BrokerClientError.connection("answer without result or error") }
-        return result
+        return .result(result)
+    }
+
+    private func setReceiveTimeout(_ seconds: Int) {
+        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
     }
 
     private func connect() throws {
@@ -137,8 +175,6 @@ public actor BrokerConnection {
             close(socketFD)
             throw BrokerClientError.brokerNotRunning(socket: socketPath, reason: reason)
         }
-        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-        setsockopt(socketFD, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         fd = socketFD
     }
 
@@ -164,7 +200,7 @@ public actor BrokerConnection {
         }
     }
 
-    private func readLine() throws -> [UInt8] {
+    private func readLine(timeoutSeconds: Int) throws -> [UInt8] {
         while true {
             if let newline = buffer.firstIndex(of: 0x0A) {
                 let line = Array(buffer[..<newline])

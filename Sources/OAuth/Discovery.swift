@@ -8,15 +8,18 @@ public struct ProviderMetadata: Sendable, Equatable {
     public var deviceAuthorizationEndpoint: String?
     public var jwksURI: String?
     public var revocationEndpoint: String?
+    public var userinfoEndpoint: String?
 
     public init(issuer: String, authorizationEndpoint: String, tokenEndpoint: String,
-                deviceAuthorizationEndpoint: String? = nil, jwksURI: String? = nil, revocationEndpoint: String? = nil) {
+                deviceAuthorizationEndpoint: String? = nil, jwksURI: String? = nil, revocationEndpoint: String? = nil,
+                userinfoEndpoint: String? = nil) {
         self.issuer = issuer
         self.authorizationEndpoint = authorizationEndpoint
         self.tokenEndpoint = tokenEndpoint
         self.deviceAuthorizationEndpoint = deviceAuthorizationEndpoint
         self.jwksURI = jwksURI
         self.revocationEndpoint = revocationEndpoint
+        self.userinfoEndpoint = userinfoEndpoint
     }
 
     init(json body: [UInt8], source: String) throws(OAuthFailure) {
@@ -32,7 +35,8 @@ public struct ProviderMetadata: Sendable, Equatable {
         self.init(issuer: try required("issuer"), authorizationEndpoint: try required("authorization_endpoint"),
                   tokenEndpoint: try required("token_endpoint"),
                   deviceAuthorizationEndpoint: object["device_authorization_endpoint"]?.stringValue,
-                  jwksURI: object["jwks_uri"]?.stringValue, revocationEndpoint: object["revocation_endpoint"]?.stringValue)
+                  jwksURI: object["jwks_uri"]?.stringValue, revocationEndpoint: object["revocation_endpoint"]?.stringValue,
+                  userinfoEndpoint: object["userinfo_endpoint"]?.stringValue)
     }
 }
 

@@ -73,10 +73,11 @@ public final class HTTPTransport: Sendable {
         return hostPort.split(separator: ":").first.map { $0.lowercased() }
     }
 
-    public func get(_ url: String) async throws(OAuthFailure) -> Response {
+    public func get(_ url: String, headers: [(String, String)] = []) async throws(OAuthFailure) -> Response {
         try check(url)
         var request = HTTPClientRequest(url: url)
         request.headers.add(name: "Accept", value: "application/json")
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
         return try await execute(request)
     }
 

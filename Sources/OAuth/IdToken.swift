@@ -2,8 +2,15 @@ import BrokerJSON
 
 /// The claims brokerd uses from an id_token (OIDC Core §2), after the checks of §3.1.3.7.
 public struct IdToken: Sendable {
-    public let raw: String
+    /// The JWT; nil when the claims came from the userinfo endpoint (nothing to cache as an IdToken).
+    public let raw: String?
     public let claims: JSONObject
+
+    /// Claims from the userinfo endpoint, for responses without an id_token.
+    public init(userInfo claims: JSONObject) {
+        raw = nil
+        self.claims = claims
+    }
 
     public var issuer: String? { claims["iss"]?.stringValue }
     public var subject: String? { claims["sub"]?.stringValue }

@@ -106,6 +106,20 @@ public struct TokenClient: Sendable {
         ], retry: false)
     }
 
+    /// OIDC UserInfo (Core §5.3): who the access token belongs to. Used when a response carries neither an
+    /// id_token nor client_info (the device grant of some providers).
+    public func userInfo(accessToken: String, metadata: ProviderMetadata) async throws(OAuthFailure) -> JSONObject {
+        guard let endpoint = metadata.userinfoEndpoint else {
+            throw .invalidResponse("the token response names no account and the provider has no userinfo endpoint")
+        }
+        let response = try await transport.get(endpoint, headers: [("Authorization", "Bearer \(accessToken)")])
+        guard response.status == 200 else { throw Self.failure(response) }
+        guard case .object(let claims)? = try? JSONReader.parse(response.body), claims["sub"]?.stringValue != nil else {
+            throw .invalidResponse("the userinfo answer has no sub")
+        }
+        return claims
+    }
+
     private func tokenRequest(_ endpoint: String, _ fields: [(String, String)], headers: [(String, String)] = [],
                               retry: Bool) async throws(OAuthFailure) -> TokenResponse {
         var response = try await transport.postForm(endpoint, fields, headers: headers)

@@ -13,10 +13,11 @@ struct Brokerctl: AsyncParsableCommand {
         abstract: "Control brokerd, the identity broker: accounts, removal, sign-out, cache import and export.",
         discussion: """
             Exit status: 0 success, 1 the broker refused or failed the request, 2 usage error, \
-            3 brokerd is not running.
+            3 brokerd is not running, 4 the account must sign in again (interaction required).
             """,
         version: brokerVersion,
-        subcommands: [Status.self, Accounts.self, Remove.self, SignOut.self, Import.self, Export.self, Version.self])
+        subcommands: [Status.self, Accounts.self, Login.self, Token.self, Remove.self, SignOut.self, Import.self, Export.self,
+                      Version.self])
 
     /// `--socket PATH` is accepted before the subcommand too (`brokerctl --socket S status`), as in ssh-add -s style tools.
     static func main() async {
@@ -52,6 +53,7 @@ struct OutputOptions: ParsableArguments {
 enum ExitStatus {
     static let failed: Int32 = 1
     static let notRunning: Int32 = 3
+    static let interactionRequired: Int32 = 4
 }
 
 /// Runs a broker call and turns failures into a one-line message and the documented exit code.
@@ -64,6 +66,10 @@ func withBroker<T>(_ body: () async throws -> T) async throws -> T {
             printError("brokerctl: brokerd is not running at \(socket) (\(reason)).")
             printError("hint: start it with 'systemctl --user start brokerd.socket' or run 'brokerd' in a terminal.")
             throw ExitCode(ExitStatus.notRunning)
+        case .rpc(let rpc) where rpc.code == RPCErrorCode.interactionRequired:
+            printError("brokerctl: \(rpc.message)")
+            printError("hint: sign in again with 'brokerctl login' (same profile or --client-id).")
+            throw ExitCode(ExitStatus.interactionRequired)
         case .rpc(let rpc):
             printError("brokerctl: \(rpc.message)")
             throw ExitCode(ExitStatus.failed)

@@ -160,7 +160,8 @@ struct BrowserSignIn: Sendable {
                                                            clientId: request.clientId, scopes: wireScopes,
                                                            claims: request.claims, metadata: metadata)
             return InteractiveResult(response: response,
-                                     idToken: try validatedIdToken(response, metadata: metadata, clientId: request.clientId, nonce: nonce))
+                                     idToken: try await identity(of: response, idp: idp, metadata: metadata,
+                                                                 clientId: request.clientId, nonce: nonce))
         } catch let failure as OAuthFailure {
             throw TokenFailure.fromInteractive(failure)
         }
@@ -206,7 +207,8 @@ struct DeviceCodeSignIn: Sendable {
                     }
                 }
                 return InteractiveResult(response: response,
-                                         idToken: try validatedIdToken(response, metadata: metadata, clientId: request.clientId, nonce: nil))
+                                         idToken: try await identity(of: response, idp: idp, metadata: metadata,
+                                                                     clientId: request.clientId, nonce: nil))
             }
         } catch let failure as OAuthFailure {
             throw TokenFailure.fromInteractive(failure)
@@ -214,8 +216,18 @@ struct DeviceCodeSignIn: Sendable {
     }
 }
 
-func validatedIdToken(_ response: TokenResponse, metadata: ProviderMetadata, clientId: String, nonce: String?) throws -> IdToken? {
-    guard let raw = response.idToken else { return nil }
+/// Who signed in: the validated id_token; or, when the response has neither an id_token nor client_info (the
+/// device grant of some providers), the claims of the userinfo endpoint.
+func identity(of response: TokenResponse, idp: IdentityProvider, metadata: ProviderMetadata, clientId: String,
+              nonce: String?) async throws -> IdToken? {
+    guard let raw = response.idToken else {
+        if response.clientInfo != nil { return nil }
+        do {
+            return IdToken(userInfo: try await idp.tokens.userInfo(accessToken: response.accessToken, metadata: metadata))
+        } catch {
+            throw TokenFailure.fromInteractive(error)
+        }
+    }
     do {
         let token = try IdToken(raw: raw)
         try token.validate(issuer: metadata.issuer, clientId: clientId, nonce: nonce, now: Broker.now())

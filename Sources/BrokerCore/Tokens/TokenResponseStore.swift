@@ -64,14 +64,16 @@ extension TokenCache {
         }
 
         if let idToken {
-            var idEntry = CacheEntity()
-            idEntry.set("credential_type", "IdToken")
-            idEntry.set("secret", idToken.raw)
-            idEntry.set("home_account_id", hid)
-            idEntry.set("environment", environment)
-            idEntry.set("realm", realm)
-            idEntry.set("client_id", clientId)
-            add(.idToken, idEntry)
+            if let raw = idToken.raw {
+                var idEntry = CacheEntity()
+                idEntry.set("credential_type", "IdToken")
+                idEntry.set("secret", raw)
+                idEntry.set("home_account_id", hid)
+                idEntry.set("environment", environment)
+                idEntry.set("realm", realm)
+                idEntry.set("client_id", clientId)
+                add(.idToken, idEntry)
+            }
 
             var account = CacheEntity()
             account.set("home_account_id", hid)

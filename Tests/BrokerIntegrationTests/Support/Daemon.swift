@@ -38,6 +38,8 @@ final class Daemon {
     let configPath: String
     let logPath: String
     private(set) var process: ChildProcess?
+    /// Extra environment for brokerd (e.g. $BROWSER for interactive tests).
+    var environment: [String: String] = [:]
 
     init(config: String = "", directory: TemporaryDirectory = TemporaryDirectory()) throws {
         self.directory = directory
@@ -77,6 +79,7 @@ final class Daemon {
         for name in ["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "JOURNAL_STREAM", "WATCHDOG_USEC"] {
             environment.removeValue(forKey: name)
         }
+        for (key, value) in self.environment { environment[key] = value }
         return try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, logPath: logPath)
     }
 

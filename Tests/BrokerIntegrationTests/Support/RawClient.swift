@@ -82,6 +82,12 @@ final class RawClient: @unchecked Sendable {
         return try JSONSerialization.jsonObject(with: Data(line.utf8))
     }
 
+    /// The next message (answer or notification) as an object.
+    func readMessage() throws -> [String: Any] {
+        guard let object = try readJSON() as? [String: Any] else { throw Failure.closed }
+        return object
+    }
+
     /// Sends one line and returns the first answer as an object.
     func call(_ line: String) throws -> [String: Any] {
         try send(line + "\n")
