@@ -76,6 +76,7 @@ let package = Package(
         ]),
         .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "BrokerJSON", "BrokerConfig", "BrokerProtocol"],
                     resources: [.copy("Fixtures")]),
+        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "BrokerCore", "BrokerJSON"]),
         .testTarget(name: "BrokerIntegrationTests", dependencies: ["BrokerClient", "BrokerProtocol", "BrokerJSON"]),
     ]
 )

@@ -33,6 +33,14 @@ public struct BrokerConfiguration: Sendable, Equatable {
     public var openBrowser = "auto"
     /// Seconds an interactive sign-in may take.
     public var interactiveTimeoutSeconds = 600
+    /// Renew recently used access tokens before they expire, and keep idle refresh tokens alive.
+    public var backgroundRefresh = true
+    /// Seconds between the background refresh's checks of the wall clock.
+    public var refreshCheckIntervalSeconds = 60
+    /// Renew a recently used access token this many seconds before it expires.
+    public var renewAheadSeconds = 600
+    /// Redeem a refresh token that was not used for this many days (Entra drops them after 90 idle days).
+    public var keepAliveDays = 7
     /// Named profiles for `brokerctl token NAME` (used by the token engine).
     public var profiles: [String: Profile] = [:]
 
@@ -140,6 +148,12 @@ public struct BrokerConfiguration: Sendable, Equatable {
             }
             openBrowser = policy
         case "interactive_timeout": interactiveTimeoutSeconds = try int(10...3600)
+        case "background_refresh":
+            guard case .bool(let b) = value else { throw TOMLError(line: line, message: "'background_refresh' must be true or false") }
+            backgroundRefresh = b
+        case "refresh_check_interval": refreshCheckIntervalSeconds = try int(1...3600)
+        case "renew_ahead": renewAheadSeconds = try int(0...86_400)
+        case "keepalive_days": keepAliveDays = try int(1...89)
         case "log_level":
             let level = try string()
             guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) else {

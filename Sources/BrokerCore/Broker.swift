@@ -62,6 +62,8 @@ public actor Broker {
     var interactiveFlows: [String: Task<InteractiveResult, Error>] = [:]
     var interactiveSlots: Set<String> = []
     var subscribers: [Int: AsyncStream<BrokerEvent>.Continuation] = [:]
+    /// Backoff of the background refresh per token use (Tokens/BackgroundRefresh.swift).
+    var refreshBackoff: [String: (failures: Int, nextAttempt: Int64)] = [:]
     var nextSubscriber = 0
 
     public init(store: CacheStore, writeDelay: Duration = .milliseconds(20), identity: IdentityProvider? = nil,
@@ -105,21 +107,25 @@ public actor Broker {
     public func removeAccount(_ selector: AccountSelector, forClient clientId: String) async throws -> RemovalReport {
         let hid = try resolve(selector)
         let report = cache.removeAccount(hid, forClient: clientId)
+        forgetUses(of: hid, clientId: clientId)
         logger.info("account removed for one client", metadata: [
             "account": "\(hid)", "client_id": "\(clientId)", "access_tokens": "\(report.accessTokens)",
             "refresh_tokens": "\(report.refreshTokens)", "family_refresh_tokens_kept": "\(report.familyRefreshTokensKept)",
         ])
         try await commit()
+        emit(.accountRemoved(homeAccountId: hid, clientId: clientId))
         return report
     }
 
     public func signOut(_ selector: AccountSelector) async throws -> RemovalReport {
         let hid = try resolve(selector)
         let report = cache.signOut(hid)
+        forgetUses(of: hid, clientId: nil)
         logger.info("account signed out everywhere", metadata: [
             "account": "\(hid)", "refresh_tokens": "\(report.refreshTokens)", "access_tokens": "\(report.accessTokens)",
         ])
         try await commit()
+        emit(.accountRemoved(homeAccountId: hid, clientId: nil))
         return report
     }
 
@@ -131,6 +137,7 @@ public actor Broker {
             "added": "\(report.added)", "replaced": "\(report.replaced)", "kept_newer": "\(report.keptNewer)",
         ])
         try await commit()
+        emit(.statusChanged)
         return report
     }
 

@@ -17,12 +17,18 @@ public enum BrokerMethod: String, CaseIterable, Sendable {
     case acquireTokenSilently
     case acquireTokenInteractively
     case cancelInteractiveFlow
+    case subscribe
 }
 
 /// Notifications brokerd sends on the connection of a running interactive request.
 public enum BrokerNotification: String, CaseIterable, Sendable {
     case browserUrl
     case deviceCode
+    // Events for `subscribe`.
+    case accountAdded
+    case accountRemoved
+    case signInRequired
+    case statusChanged
 }
 
 /// Version of the wire contract. Additive changes (new methods, new optional fields) keep the major number;
@@ -216,6 +222,14 @@ public struct AccountResult: Codable, Sendable, Equatable {
     /// null when no account matches (or it was removed from this client), as MSAL's `account(forIdentifier:)`.
     public var account: Account?
     public init(account: Account?) { self.account = account }
+
+    private enum CodingKeys: String, CodingKey { case account }
+
+    /// `"account": null` is written out, not left away: clients test the member.
+    public func encode(to encoder: Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(account, forKey: .account)
+    }
 }
 
 public struct RemovalResult: Codable, Sendable, Equatable {

@@ -119,3 +119,24 @@ public struct DeviceCodeNotification: Codable, Sendable, Equatable {
         self.message = message
     }
 }
+
+public struct SubscribeParams: Codable, Sendable {
+    /// Event names (accountAdded, accountRemoved, signInRequired, statusChanged); all when absent.
+    public var events: [String]?
+    public init(events: [String]? = nil) { self.events = events }
+}
+
+public struct SubscribeResult: Codable, Sendable, Equatable {
+    public var events: [String]
+    public init(events: [String]) { self.events = events }
+}
+
+/// The params of an event notification. `clientId` is set on signInRequired and on a removal from one app.
+public struct AccountEventNotification: Codable, Sendable, Equatable {
+    public var homeAccountId: String?
+    public var clientId: String?
+    public init(homeAccountId: String?, clientId: String?) {
+        self.homeAccountId = homeAccountId
+        self.clientId = clientId
+    }
+}

@@ -19,6 +19,8 @@ final class ConnectionHandler: ChannelInboundHandler {
     private var pending = ByteBuffer()
     private var inFlight = 0
     private var readingPaused = false
+    /// Notifications and subscriptions of this connection's requests; made on first use.
+    private var connectionLink: ConnectionLink?
 
     init(state: ServerState, router: RequestRouter, logger: Logger) {
         self.state = state
@@ -68,14 +70,32 @@ final class ConnectionHandler: ChannelInboundHandler {
         }
     }
 
+    /// Notifications (interactive prompts, subscribed events) go out on this connection as soon as they are made.
+    private func link(_ context: ChannelHandlerContext) -> ConnectionLink {
+        if let connectionLink { return connectionLink }
+        let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
+        let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
+        let eventLoop = context.eventLoop
+        let made = ConnectionLink { message in
+            eventLoop.execute {
+                guard handler.value.phase == .serving else { return }
+                handler.value.write(message, context: boundContext.value)
+            }
+        }
+        connectionLink = made
+        return made
+    }
+
     func channelInactive(context: ChannelHandlerContext) {
         phase = .closing
+        connectionLink?.close()
         if admitted { state.release(context.channel) }
         context.fireChannelInactive()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
-        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read, inFlight == 0 {
+        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read, inFlight == 0,
+           connectionLink?.hasSubscriptions != true {
             logger.debug("closing idle connection", metadata: ["client_pid": "\(peer.pid)"])
             context.close(promise: nil)
             return
@@ -160,13 +180,10 @@ final class ConnectionHandler: ChannelInboundHandler {
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
-        // Notifications of an interactive request (browserUrl, deviceCode) go out on this connection at once.
-        let notify: @Sendable ([UInt8]) -> Void = { message in
-            eventLoop.execute { handler.value.write(message, context: boundContext.value) }
-        }
+        let link = self.link(context)
         Task {
             let output = await ConnectionHandler.answers(requests, failures: failures, batch: batch, router: router, peer: peer,
-                                                         notify: notify)
+                                                         link: link)
             eventLoop.execute {
                 handler.value.finished(output, context: boundContext.value)
             }
@@ -175,11 +192,11 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     private static func answers(_ requests: [RPCRequest], failures: [[UInt8]], batch: Bool,
                                 router: RequestRouter, peer: PeerIdentity,
-                                notify: @escaping @Sendable ([UInt8]) -> Void) async -> [UInt8]? {
-        guard batch else { return await router.answer(requests[0], from: peer, notify: notify) }
+                                link: ConnectionLink) async -> [UInt8]? {
+        guard batch else { return await router.answer(requests[0], from: peer, link: link) }
         var answers = failures
         await withTaskGroup(of: [UInt8]?.self) { group in
-            for request in requests { group.addTask { await router.answer(request, from: peer, notify: notify) } }
+            for request in requests { group.addTask { await router.answer(request, from: peer, link: link) } }
             for await answer in group { if let answer { answers.append(answer) } }
         }
         return answers.isEmpty ? nil : joinBatch(answers)

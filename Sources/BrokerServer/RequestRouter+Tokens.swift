@@ -84,3 +84,32 @@ extension RequestRouter {
         return RPCError(code: code, message: failure.description, data: data.members.isEmpty ? nil : .object(data))
     }
 }
+
+extension RequestRouter {
+    static let eventNames = ["accountAdded", "accountRemoved", "signInRequired", "statusChanged"]
+
+    /// Forwards the broker's events to this connection as notifications until it closes.
+    func subscribe(_ p: SubscribeParams, link: ConnectionLink) async throws -> [UInt8] {
+        let wanted = p.events ?? Self.eventNames
+        if let unknown = wanted.first(where: { !Self.eventNames.contains($0) }) {
+            throw RPCError.invalidParams("unknown event '\(unknown)' (events: \(Self.eventNames.joined(separator: ", ")))",
+                                         reason: "unknownEvent")
+        }
+        let events = await broker.events()
+        let selected = Set(wanted)
+        link.attach(Task {
+            for await event in events where selected.contains(event.name) {
+                let params: AccountEventNotification
+                switch event {
+                case .accountAdded(let hid): params = AccountEventNotification(homeAccountId: hid, clientId: nil)
+                case .accountRemoved(let hid, let client): params = AccountEventNotification(homeAccountId: hid, clientId: client)
+                case .signInRequired(let hid, let client): params = AccountEventNotification(homeAccountId: hid, clientId: client)
+                case .statusChanged: params = AccountEventNotification(homeAccountId: nil, clientId: nil)
+                }
+                guard let json = try? ProtocolCoding.encode(params) else { continue }
+                link.send(RPCEnvelope.notification(method: event.name, paramsJSON: json))
+            }
+        })
+        return try ProtocolCoding.encode(SubscribeResult(events: wanted))
+    }
+}

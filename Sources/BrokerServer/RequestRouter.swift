@@ -37,9 +37,9 @@ final class RequestRouter: Sendable {
     /// Answers one request: the result or error JSON, or nil for a notification. Logs method, caller, duration
     /// and outcome — never params or results, which may carry secrets.
     func answer(_ request: RPCRequest, from peer: PeerIdentity,
-                notify: @escaping @Sendable ([UInt8]) -> Void = { _ in }) async -> [UInt8]? {
+                link: ConnectionLink = .detached) async -> [UInt8]? {
         let started = ContinuousClock.now
-        let outcome = await dispatch(request, notify: notify)
+        let outcome = await dispatch(request, link: link)
         let elapsed = ContinuousClock.now - started
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
         var metadata: Logger.Metadata = [
@@ -59,7 +59,7 @@ final class RequestRouter: Sendable {
         }
     }
 
-    private func dispatch(_ request: RPCRequest, notify: @escaping @Sendable ([UInt8]) -> Void) async -> Result<[UInt8], RPCError> {
+    private func dispatch(_ request: RPCRequest, link: ConnectionLink) async -> Result<[UInt8], RPCError> {
         guard let method = BrokerMethod(rawValue: request.method) else {
             return .failure(RPCError(code: RPCErrorCode.methodNotFound, message: "method not found: \(request.method)"))
         }
@@ -115,11 +115,13 @@ final class RequestRouter: Sendable {
                 return .success(try await acquireTokenSilently(try params(AcquireTokenSilentlyParams.self, request)))
             case .acquireTokenInteractively:
                 return .success(try await acquireTokenInteractively(try params(AcquireTokenInteractivelyParams.self, request),
-                                                                    notify: notify))
+                                                                    notify: link.send))
             case .cancelInteractiveFlow:
                 let p = try params(CancelInteractiveFlowParams.self, request)
                 let canceled = await broker.cancelInteractiveFlow(p.requestId)
                 return .success(try ProtocolCoding.encode(CancelInteractiveFlowResult(canceled: canceled)))
+            case .subscribe:
+                return .success(try await subscribe(try params(SubscribeParams.self, request), link: link))
             }
         } catch let error as RPCError {
             return .failure(error)

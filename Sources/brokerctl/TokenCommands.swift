@@ -91,7 +91,7 @@ struct Login: AsyncParsableCommand {
             if let note = try? ProtocolCoding.decode(DeviceCodeNotification.self, from: params) {
                 printError(note.message)
             }
-        case nil:
+        default:
             break
         }
     }

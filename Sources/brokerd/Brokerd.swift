@@ -94,6 +94,12 @@ struct Brokerd: AsyncParsableCommand {
         SystemdNotifier.ready(status: "serving \(status.accounts) account(s) on \(socketPath)")
 
         let watchdog = startWatchdog(broker: broker, logger: logger)
+        let backgroundRefresh: Task<Void, Never>? = configuration.backgroundRefresh ? Task {
+            await broker.runBackgroundRefresh(BackgroundRefreshSettings(
+                checkIntervalSeconds: Int64(configuration.refreshCheckIntervalSeconds),
+                renewAheadSeconds: Int64(configuration.renewAheadSeconds),
+                keepAliveSeconds: Int64(configuration.keepAliveDays) * 86_400))
+        } : nil
         let statusUpdates = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(30))
@@ -120,6 +126,7 @@ struct Brokerd: AsyncParsableCommand {
         }
         watchdog?.cancel()
         statusUpdates.cancel()
+        backgroundRefresh?.cancel()
         await server.shutdown(grace: .seconds(grace), removeSocketFile: activated == nil)
         await broker.flush()
         await identity.shutdown()

@@ -7,6 +7,9 @@ public struct BrokerState: Sendable, Equatable {
 
     public var hidden: [String: Set<String>] = [:]
     public var signInRequired: Set<String> = []
+    /// What apps asked tokens for (client, account, authority, scopes) and when, by `TokenUse.key`: the background
+    /// refresh renews these before they expire and keeps their refresh tokens alive.
+    public var uses: [String: TokenUse] = [:]
 
     public init() {}
 
@@ -19,9 +22,12 @@ public struct BrokerState: Sendable, Equatable {
             }
         }
         signInRequired = Set((root["signInRequired"]?.arrayValue ?? []).compactMap(\.stringValue).map { $0.lowercased() })
+        for item in root["tokenUses"]?.arrayValue ?? [] {
+            if let use = TokenUse(json: item) { uses[use.key] = use }
+        }
     }
 
-    var isEmpty: Bool { hidden.isEmpty && signInRequired.isEmpty }
+    var isEmpty: Bool { hidden.isEmpty && signInRequired.isEmpty && uses.isEmpty }
 
     var json: String {
         var byClient = JSONObject()
@@ -31,6 +37,7 @@ public struct BrokerState: Sendable, Equatable {
         let root = JSONObject([
             "hiddenAccounts": .object(byClient),
             "signInRequired": .array(signInRequired.sorted().map(JSONValue.string)),
+            "tokenUses": .array(uses.keys.sorted().map { uses[$0]!.json }),
         ])
         return JSONWriter().string(.object(root))
     }
@@ -57,5 +64,6 @@ public struct BrokerState: Sendable, Equatable {
             if hidden[client]?.isEmpty == true { hidden[client] = nil }
         }
         signInRequired.remove(id)
+        uses = uses.filter { $0.value.homeAccountId.lowercased() != id }
     }
 }

@@ -70,13 +70,15 @@ extension Broker {
         }
 
         let now = Self.now()
+        let known = knownAccounts
         let saved = try cache.save(result.response, idToken: result.idToken, clientId: request.clientId, authority: authority,
                                    requestedScopes: scopes + request.extraScopesToConsent, usedRefreshTokenKey: nil,
                                    knownHomeAccountId: nil, now: now)
         let hid = saved.homeAccountId
-        let isNew = !knownAccounts.contains(hid.lowercased())
+        let isNew = !known.contains(hid.lowercased())
         cache.state.reveal(hid, to: request.clientId)
         cache.state.signInRequired.remove(hid.lowercased())
+        noteUse(clientId: request.clientId, homeAccountId: hid, authority: authority.url, scopes: scopes, now: now)
         do { try await commit() } catch { logger.error("signed in, but the cache could not be written: \(error)") }
         if isNew { emit(.accountAdded(homeAccountId: hid)) }
         logger.info("signed in interactively", metadata: ["account": "\(hid)", "client_id": "\(request.clientId)",

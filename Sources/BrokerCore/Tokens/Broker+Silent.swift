@@ -42,6 +42,12 @@ extension Broker {
     /// more than 5 minutes left; else a refresh-token redemption (shared by concurrent callers); else
     /// InteractionRequired. A token past `refresh_on` is renewed, and still returned if the IdP is unreachable.
     public func acquireTokenSilently(_ request: SilentTokenRequest) async throws(TokenFailure) -> TokenOutcome {
+        try await acquireTokenSilently(request, countAsUse: true)
+    }
+
+    /// `countAsUse`: an app asked (the background refresh then keeps this token fresh); false for the
+    /// background refresh's own requests.
+    func acquireTokenSilently(_ request: SilentTokenRequest, countAsUse: Bool) async throws(TokenFailure) -> TokenOutcome {
         let idp = try identityProvider()
         let authority = try idp.authority(requested: request.authority, clientId: request.clientId)
         let hid: String
@@ -56,6 +62,7 @@ extension Broker {
             throw .invalidRequest("'scopes' must name at least one scope", reason: "missingScopes")
         }
         let now = Self.now()
+        if countAsUse { noteUse(clientId: request.clientId, homeAccountId: hid, authority: authority.url, scopes: scopes, now: now) }
         var aging: TokenOutcome?
         if !request.forceRefresh, request.claims == nil,
            let cached = cachedAccessToken(hid: hid, clientId: request.clientId, authority: authority, scopes: scopes, now: now) {

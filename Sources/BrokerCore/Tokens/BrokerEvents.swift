@@ -1,7 +1,8 @@
 /// Events for `subscribe` (SPEC §5).
 public enum BrokerEvent: Sendable, Equatable {
     case accountAdded(homeAccountId: String)
-    case accountRemoved(homeAccountId: String)
+    /// Removed from one app (`clientId`) or signed out everywhere (`clientId` nil).
+    case accountRemoved(homeAccountId: String, clientId: String?)
     /// A refresh failed with invalid_grant: the account needs an interactive sign-in.
     case signInRequired(homeAccountId: String, clientId: String)
     case statusChanged

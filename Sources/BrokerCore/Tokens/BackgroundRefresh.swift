@@ -1,0 +1,135 @@
+import BrokerJSON
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A token an app asked for: which the background refresh keeps fresh.
+public struct TokenUse: Sendable, Equatable {
+    public var clientId: String
+    public var homeAccountId: String
+    public var authority: String
+    public var scopes: [String]
+    public var lastUsed: Int64
+
+    var key: String { ([clientId, homeAccountId, authority].map { $0.lowercased() } + scopes.map { $0.lowercased() }.sorted()).joined(separator: " ") }
+
+    init(clientId: String, homeAccountId: String, authority: String, scopes: [String], lastUsed: Int64) {
+        self.clientId = clientId
+        self.homeAccountId = homeAccountId
+        self.authority = authority
+        self.scopes = scopes
+        self.lastUsed = lastUsed
+    }
+
+    init?(json: JSONValue) {
+        guard let object = json.objectValue, let clientId = object["clientId"]?.stringValue,
+              let hid = object["homeAccountId"]?.stringValue, let authority = object["authority"]?.stringValue else { return nil }
+        self.init(clientId: clientId, homeAccountId: hid, authority: authority,
+                  scopes: (object["scopes"]?.arrayValue ?? []).compactMap(\.stringValue),
+                  lastUsed: object["lastUsed"]?.integerValue ?? 0)
+    }
+
+    var json: JSONValue {
+        .object(JSONObject([
+            "clientId": .string(clientId), "homeAccountId": .string(homeAccountId), "authority": .string(authority),
+            "scopes": .array(scopes.map(JSONValue.string)), "lastUsed": .string(String(lastUsed)),
+        ]))
+    }
+}
+
+/// When the background refresh acts.
+public struct BackgroundRefreshSettings: Sendable, Equatable {
+    /// Seconds between checks. Each check reads the wall clock, so a machine that slept past an expiry catches up
+    /// at the first check after it wakes.
+    public var checkIntervalSeconds: Int64
+    /// Renew an access token this long before it expires (or at its refresh_on), if it was used recently.
+    public var renewAheadSeconds: Int64
+    /// "Used recently": asked for within this window.
+    public var recentWindowSeconds: Int64
+    /// Redeem a refresh token that has not been used for this long, so the IdP does not drop it as idle
+    /// (Entra: 90 days).
+    public var keepAliveSeconds: Int64
+
+    public init(checkIntervalSeconds: Int64 = 60, renewAheadSeconds: Int64 = 600, recentWindowSeconds: Int64 = 8 * 3600,
+                keepAliveSeconds: Int64 = 7 * 86400) {
+        self.checkIntervalSeconds = checkIntervalSeconds
+        self.renewAheadSeconds = renewAheadSeconds
+        self.recentWindowSeconds = recentWindowSeconds
+        self.keepAliveSeconds = keepAliveSeconds
+    }
+}
+
+extension Broker {
+    /// Remembers a token request (in memory until the next cache write persists it).
+    func noteUse(clientId: String, homeAccountId: String, authority: String, scopes: [String], now: Int64) {
+        let use = TokenUse(clientId: clientId, homeAccountId: homeAccountId, authority: authority, scopes: scopes, lastUsed: now)
+        cache.state.uses[use.key] = use
+    }
+
+    func forgetUses(of homeAccountId: String, clientId: String?) {
+        cache.state.uses = cache.state.uses.filter {
+            !($0.value.homeAccountId.lowercased() == homeAccountId.lowercased()
+              && (clientId == nil || $0.value.clientId.lowercased() == clientId!.lowercased()))
+        }
+    }
+
+    /// Runs `refreshDueTokens` every `checkIntervalSeconds` until the task is cancelled.
+    public func runBackgroundRefresh(_ settings: BackgroundRefreshSettings) async {
+        while !Task.isCancelled {
+            _ = await refreshDueTokens(settings, now: Self.now())
+            try? await Task.sleep(for: .seconds(settings.checkIntervalSeconds))
+        }
+    }
+
+    /// One pass: renews the access tokens of recent uses that expire within `renewAheadSeconds` (or passed
+    /// refresh_on), and redeems refresh tokens idle for `keepAliveSeconds`. Failures back off exponentially with
+    /// jitter (1 min … 1 h); an account that needs sign-in is left alone. Returns how many tokens were renewed.
+    @discardableResult
+    public func refreshDueTokens(_ settings: BackgroundRefreshSettings, now: Int64) async -> Int {
+        var renewed = 0
+        for use in cache.state.uses.values.sorted(by: { $0.key < $1.key }) {
+            guard !cache.state.signInRequired.contains(use.homeAccountId.lowercased()) else { continue }
+            if let backoff = refreshBackoff[use.key], backoff.nextAttempt > now { continue }
+            guard let authority = Authority(use.authority), isDue(use, authority: authority, settings, now: now) else { continue }
+            let request = SilentTokenRequest(clientId: use.clientId, authority: use.authority, scopes: use.scopes,
+                                             account: .homeAccountId(use.homeAccountId), forceRefresh: true)
+            do {
+                let lastUsed = use.lastUsed
+                _ = try await acquireTokenSilently(request, countAsUse: false)
+                cache.state.uses[use.key]?.lastUsed = lastUsed
+                refreshBackoff[use.key] = nil
+                renewed += 1
+            } catch {
+                switch error {
+                case .unavailable, .serverError, .internal:
+                    let failures = (refreshBackoff[use.key]?.failures ?? 0) + 1
+                    let base = min(Int64(60) << min(failures - 1, 6), 3600)
+                    let delay = Int64(Double(base) * Double.random(in: 0.5...1.5))
+                    refreshBackoff[use.key] = (failures, now + delay)
+                    logger.notice("background refresh failed; backing off", metadata: [
+                        "client_id": "\(use.clientId)", "account": "\(use.homeAccountId)", "retry_in_s": "\(delay)",
+                    ])
+                default:
+                    // InteractionRequired and the like: the account is flagged; nothing to retry on our own.
+                    cache.state.uses[use.key] = nil
+                }
+            }
+        }
+        return renewed
+    }
+
+    private func isDue(_ use: TokenUse, authority: Authority, _ settings: BackgroundRefreshSettings, now: Int64) -> Bool {
+        let refreshTokens = cache.find(.refreshToken, CacheQuery(homeAccountId: use.homeAccountId, environment: authority.environment,
+                                                                  clientId: use.clientId))
+        guard let newest = refreshTokens.map({ $0.entity.lastModificationTime ?? 0 }).max() else { return false }
+        if now - newest >= settings.keepAliveSeconds { return true }
+        guard now - use.lastUsed <= settings.recentWindowSeconds else { return false }
+        let scopes = Scopes.requested(use.scopes)
+        let tokens = cache.find(.accessToken, CacheQuery(homeAccountId: use.homeAccountId, environment: authority.environment,
+                                                          clientId: use.clientId, scopes: scopes.isEmpty ? nil : scopes))
+        guard let best = tokens.max(by: { ($0.entity.expiresOn ?? 0) < ($1.entity.expiresOn ?? 0) })?.entity else { return true }
+        if let refreshOn = best.refreshOn, refreshOn <= now { return true }
+        return (best.expiresOn ?? 0) - now < settings.renewAheadSeconds
+    }
+}
