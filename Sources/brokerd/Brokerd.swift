@@ -62,7 +62,7 @@ struct Brokerd: AsyncParsableCommand {
             }
         }
         let store = CacheStore(path: "\(stateDirectory)/cache.bin", keyStore: keyStore)
-        let identity: IdentityProvider
+        var identity: IdentityProvider
         do { identity = try IdentityProvider(settings: Self.identitySettings(configuration)) } catch {
             fail("brokerd: cannot set up HTTPS to identity providers: \(error)")
         }
@@ -116,6 +116,19 @@ struct Brokerd: AsyncParsableCommand {
                 if let reloaded = reload(configPath: configPath, server: server, levelBox: levelBox,
                                          cliLevel: logLevel, current: configuration, logger: logger) {
                     grace = reloaded.shutdownGraceSeconds
+                    // Authorities, CA bundle and sign-in settings apply to the next request.
+                    if Self.identitySettings(reloaded) != identity.settings {
+                        do {
+                            let replacement = try IdentityProvider(settings: Self.identitySettings(reloaded))
+                            let previous = await broker.replaceIdentity(replacement)
+                            identity = replacement
+                            // Interactive flows started before the reload still use the old one: give them their time.
+                            let linger = (previous?.settings.interactiveTimeoutSeconds ?? 0) + 60
+                            Task { try? await Task.sleep(for: .seconds(linger)); await previous?.shutdown() }
+                        } catch {
+                            logger.error("identity provider settings not reloaded: \(error)")
+                        }
+                    }
                 }
                 SystemdNotifier.ready(status: "configuration reloaded")
                 continue

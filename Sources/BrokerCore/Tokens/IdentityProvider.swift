@@ -66,6 +66,14 @@ public final class IdentityProvider: Sendable {
     }
 }
 
+extension Broker {
+    /// Swaps in new identity-provider settings (SIGHUP); requests already running finish with the old ones.
+    public func replaceIdentity(_ replacement: IdentityProvider) -> IdentityProvider? {
+        defer { identity = replacement }
+        return identity
+    }
+}
+
 /// An authority URL: `https://host[:port]/tenant[/more]`. `environment` (the cache's host field) is the host
 /// with its port when one is given; `tenant` (the cache's realm for tokens without a `tid`) is the first path segment.
 public struct Authority: Sendable, Equatable {
