@@ -20,7 +20,8 @@ public enum BrokerMethod: String, CaseIterable, Sendable {
     case subscribe
 }
 
-/// Notifications brokerd sends on the connection of a running interactive request.
+/// Notifications brokerd sends: prompts on the connection of a running interactive request (browserUrl,
+/// deviceCode), and events on connections that subscribed.
 public enum BrokerNotification: String, CaseIterable, Sendable {
     case browserUrl
     case deviceCode

@@ -31,11 +31,17 @@ public enum Base64URL {
     /// Decodes base64url or base64, padded or not; nil for anything else.
     public static func decode(_ text: some StringProtocol) -> [UInt8]? {
         var sextets: [UInt8] = []
+        var padding = 0
         for byte in text.utf8 {
-            if byte == UInt8(ascii: "=") { break }
-            guard let value = values[byte] else { return nil }
+            if byte == UInt8(ascii: "=") {
+                padding += 1
+                continue
+            }
+            // Nothing but more padding may follow padding.
+            guard padding == 0, let value = values[byte] else { return nil }
             sextets.append(value)
         }
+        if padding > 2 { return nil }
         if sextets.count % 4 == 1 { return nil }
         var out: [UInt8] = []
         out.reserveCapacity(sextets.count * 3 / 4)

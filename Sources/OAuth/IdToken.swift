@@ -34,14 +34,18 @@ public struct IdToken: Sendable {
     /// iss (the provider's issuer; `{tenantid}` in a multi-tenant issuer stands for `tid`), aud contains the
     /// client, exp not passed and iat not in the future (both with `skew`), and the nonce when one was sent.
     public func validate(issuer expected: String, clientId: String, nonce: String?, now: Int64, skew: Int64 = 300) throws(OAuthFailure) {
-        let expectedIssuer = expected.replacingOccurrences(of: "{tenantid}", with: tenantId ?? "{tenantid}")
+        if expected.contains("{tenantid}") && tenantId == nil {
+            throw .idToken("the issuer is a multi-tenant template and the token has no tid")
+        }
+        let expectedIssuer = expected.replacingOccurrences(of: "{tenantid}", with: tenantId ?? "")
         guard let issuer, Self.sameIssuer(issuer, expectedIssuer) else {
             throw .idToken("issuer \(issuer ?? "(none)") is not \(expectedIssuer)")
         }
         guard audiences.contains(clientId) else { throw .idToken("audience does not include client \(clientId)") }
         guard let exp = claims["exp"]?.integerValue else { throw .idToken("no exp claim") }
-        guard exp + skew > now else { throw .idToken("expired at \(exp)") }
-        if let iat = claims["iat"]?.integerValue, iat - skew > now { throw .idToken("issued in the future (iat \(iat))") }
+        // Compared without arithmetic on the claims: an absurd value must not overflow.
+        guard exp > now - skew else { throw .idToken("expired at \(exp)") }
+        if let iat = claims["iat"]?.integerValue, iat > now + skew { throw .idToken("issued in the future (iat \(iat))") }
         if let nonce {
             guard claims["nonce"]?.stringValue == nonce else { throw .idToken("nonce does not match the request") }
         }

@@ -135,7 +135,9 @@ public struct TokenClient: Sendable {
     static func failure(_ response: HTTPTransport.Response) -> OAuthFailure {
         if let error = OAuthErrorResponse(json: response.body, httpStatus: response.status) {
             // A server_error / temporarily_unavailable is a transient condition, not a verdict on the grant.
-            if ["temporarily_unavailable"].contains(error.error) || response.status >= 500 && error.error == "server_error" {
+            // So is any answer with 429 (throttled) or 503 (unavailable), whatever error it names.
+            if error.error == "temporarily_unavailable" || response.status == 429 || response.status == 503
+                || (response.status >= 500 && error.error == "server_error") {
                 return .transient("HTTP \(response.status) \(error.error)")
             }
             return .oauth(error)

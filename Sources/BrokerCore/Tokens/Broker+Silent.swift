@@ -173,7 +173,11 @@ extension Broker {
         if cache.state.signInRequired.remove(hid.lowercased()) != nil {
             logger.info("account no longer needs sign-in", metadata: ["account": "\(hid)"])
         }
-        changed()
+        // The rotated refresh token must be on disk before anyone uses the answer: after a crash, the old one
+        // would be a reuse, which makes the IdP revoke the whole chain.
+        do { try await commit() } catch {
+            logger.error("refreshed, but the rotated refresh token could not be written: \(error)")
+        }
         try checkGranted(saved, requested: scopes)
         return outcome(saved.accessToken, hid: saved.homeAccountId, clientId: clientId, authority: authority,
                        source: "refresh", idToken: saved.idToken)

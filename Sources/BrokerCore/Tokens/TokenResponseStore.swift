@@ -34,9 +34,11 @@ extension TokenCache {
         accessToken.set("target", granted.joined(separator: " "))
         accessToken.set("token_type", response.tokenType)
         accessToken.setTimestamp("cached_at", now)
-        accessToken.setTimestamp("expires_on", now + response.expiresIn)
-        accessToken.setTimestamp("extended_expires_on", now + (response.extExpiresIn ?? response.expiresIn))
-        accessToken.setTimestamp("refresh_on", response.refreshIn.map { now + $0 })
+        // Lifetimes are clamped to ten years, so an absurd expires_in cannot overflow.
+        func after(_ seconds: Int64) -> Int64 { now + min(max(seconds, 0), 10 * 365 * 86_400) }
+        accessToken.setTimestamp("expires_on", after(response.expiresIn))
+        accessToken.setTimestamp("extended_expires_on", after(response.extExpiresIn ?? response.expiresIn))
+        accessToken.setTimestamp("refresh_on", response.refreshIn.map(after))
         let grantedSet = Set(granted.map { $0.lowercased() })
         for (key, old) in find(.accessToken, CacheQuery(homeAccountId: hid, environment: environment, clientId: clientId, realm: realm))
         where !grantedSet.isDisjoint(with: old.target.map { $0.lowercased() }) {

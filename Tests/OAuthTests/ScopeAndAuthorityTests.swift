@@ -1,0 +1,148 @@
+import XCTest
+@testable import BrokerCore
+@testable import OAuth
+
+final class ScopesTests: XCTestCase {
+    func testRequestedDropsReservedAndDuplicatesKeepingOrder() {
+        let input = ["User.Read", "openid", "OPENID", "Profile", "offline_access", "Offline_Access", "user.read",
+                     "Mail.Read", " Mail.Send ", "", "   ", "MAIL.READ", "https://management.core.windows.net//.default"]
+        XCTAssertEqual(Scopes.requested(input),
+                       ["User.Read", "Mail.Read", "Mail.Send", "https://management.core.windows.net//.default"])
+    }
+
+    func testRequestedKeepsDefaultScopesAsWritten() {
+        XCTAssertEqual(Scopes.requested(["https://management.core.windows.net//.default"]),
+                       ["https://management.core.windows.net//.default"])
+        XCTAssertEqual(Scopes.requested(["https://graph.microsoft.com/.default"]), ["https://graph.microsoft.com/.default"])
+        XCTAssertEqual(Scopes.requested(["api://fake-app-id/Access.As.User"]), ["api://fake-app-id/Access.As.User"],
+                       "case of a non-reserved scope is kept")
+        XCTAssertEqual(Scopes.requested([]), [])
+        XCTAssertEqual(Scopes.requested(["openid", "profile", "offline_access"]), [])
+    }
+
+    func testOnTheWireAddsOIDCScopesSorted() {
+        XCTAssertEqual(Scopes.onTheWire(["User.Read"]), ["User.Read", "offline_access", "openid", "profile"])
+        XCTAssertEqual(Scopes.onTheWire([]), ["offline_access", "openid", "profile"])
+        XCTAssertEqual(Scopes.onTheWire(["OpenID", "Profile", "mail.read", "User.Read", "user.read"]),
+                       ["User.Read", "mail.read", "offline_access", "openid", "profile"])
+        XCTAssertEqual(Scopes.onTheWire(["https://management.core.windows.net//.default"]),
+                       ["https://management.core.windows.net//.default", "offline_access", "openid", "profile"])
+    }
+
+    func testDeclined() {
+        XCTAssertEqual(Scopes.declined(requested: ["User.Read", "Mail.Read"], granted: ["user.read", "openid", "profile"]),
+                       ["Mail.Read"])
+        XCTAssertEqual(Scopes.declined(requested: ["User.Read", "email"], granted: ["User.Read"]), [],
+                       "email counts as granted when not echoed")
+        XCTAssertEqual(Scopes.declined(requested: ["EMAIL"], granted: []), [], "the email exception is case-insensitive")
+        XCTAssertEqual(Scopes.declined(requested: ["MAIL.READ"], granted: ["Mail.Read"]), [])
+        XCTAssertEqual(Scopes.declined(requested: [], granted: ["User.Read"]), [])
+        XCTAssertEqual(Scopes.declined(requested: ["A", "B"], granted: []), ["A", "B"])
+    }
+
+    func testSplit() {
+        XCTAssertEqual(Scopes.split("openid  profile\tUser.Read "), ["openid", "profile", "User.Read"])
+        XCTAssertEqual(Scopes.split(""), [])
+        XCTAssertEqual(Scopes.split("https://management.core.windows.net//.default"),
+                       ["https://management.core.windows.net//.default"])
+    }
+}
+
+final class AuthorityTests: XCTestCase {
+    func testEntraAuthority() throws {
+        let authority = try XCTUnwrap(Authority("https://login.microsoftonline.com/common/"))
+        XCTAssertEqual(authority.url, "https://login.microsoftonline.com/common")
+        XCTAssertEqual(authority.environment, "login.microsoftonline.com")
+        XCTAssertEqual(authority.tenant, "common")
+    }
+
+    func testLoopbackWithPortAndNoTenant() throws {
+        let authority = try XCTUnwrap(Authority("http://127.0.0.1:8000"))
+        XCTAssertEqual(authority.url, "http://127.0.0.1:8000")
+        XCTAssertEqual(authority.environment, "127.0.0.1:8000")
+        XCTAssertEqual(authority.tenant, "")
+        XCTAssertEqual(Authority("http://127.0.0.1:8000/"), authority)
+    }
+
+    func testHostAndSchemeAreLowerCasedButTheTenantIsNot() throws {
+        let authority = try XCTUnwrap(Authority("HTTPS://Login.MicrosoftOnline.COM/Contoso.onmicrosoft.com"))
+        XCTAssertEqual(authority.url, "https://login.microsoftonline.com/Contoso.onmicrosoft.com")
+        XCTAssertEqual(authority.environment, "login.microsoftonline.com")
+        XCTAssertEqual(authority.tenant, "Contoso.onmicrosoft.com")
+    }
+
+    func testLongerPathsAndSpaces() throws {
+        let authority = try XCTUnwrap(Authority("  https://idp.example:8443/fake-tenant/v2.0//  "))
+        XCTAssertEqual(authority.url, "https://idp.example:8443/fake-tenant/v2.0")
+        XCTAssertEqual(authority.environment, "idp.example:8443")
+        XCTAssertEqual(authority.tenant, "fake-tenant")
+        XCTAssertEqual(Authority("https://idp.example//fake-tenant")?.url, "https://idp.example/fake-tenant")
+    }
+
+    func testRejected() {
+        for text in ["not a url", "", "ftp://x/y", "file:///etc/passwd", "login.microsoftonline.com/common",
+                     "https://", "https:///common", "https://login.microsoftonline.com/common?x=1",
+                     "https://login.microsoftonline.com/common#frag", "https://login.microsoftonline.com?x=1",
+                     "https://user@login.microsoftonline.com/common", "https://user:pw@idp.example/t"] {
+            XCTAssertNil(Authority(text), "\"\(text)\" must be rejected")
+        }
+    }
+}
+
+final class HTTPTransportCheckTests: XCTestCase {
+    private func isAllowed(_ transport: HTTPTransport, _ url: String) -> Bool {
+        do { try transport.check(url); return true } catch {
+            XCTAssertEqual(kind(error), "configuration", "\(url): \(error)")
+            return false
+        }
+    }
+
+    func testStrictSettings() async throws {
+        let transport = try HTTPTransport(settings: .init(allowLoopbackHTTP: false))
+        XCTAssertTrue(isAllowed(transport, "https://login.microsoftonline.com/common/oauth2/v2.0/token"))
+        XCTAssertTrue(isAllowed(transport, "HTTPS://Login.Example.COM/x"))
+        XCTAssertFalse(isAllowed(transport, "http://127.0.0.1:8080/token"))
+        XCTAssertFalse(isAllowed(transport, "http://localhost/token"))
+        XCTAssertFalse(isAllowed(transport, "http://[::1]:8080/token"))
+        XCTAssertFalse(isAllowed(transport, "http://example.com/token"))
+        XCTAssertFalse(isAllowed(transport, "ftp://example.com/token"))
+        XCTAssertFalse(isAllowed(transport, "login.microsoftonline.com/common"))
+        XCTAssertFalse(isAllowed(transport, ""))
+        await transport.shutdown()
+    }
+
+    func testLoopbackAllowed() async throws {
+        let transport = try HTTPTransport(settings: .init(allowLoopbackHTTP: true))
+        XCTAssertTrue(isAllowed(transport, "https://login.microsoftonline.com/common"))
+        XCTAssertTrue(isAllowed(transport, "http://127.0.0.1:8080/token"))
+        XCTAssertTrue(isAllowed(transport, "http://127.0.0.1/token"))
+        XCTAssertTrue(isAllowed(transport, "http://localhost/token"))
+        XCTAssertTrue(isAllowed(transport, "http://LOCALHOST:9000"))
+        XCTAssertTrue(isAllowed(transport, "http://[::1]:8080/token"))
+        // Never other plain-HTTP hosts, including look-alikes of loopback names.
+        XCTAssertFalse(isAllowed(transport, "http://example.com/token"))
+        XCTAssertFalse(isAllowed(transport, "http://localhost.example.com/token"))
+        XCTAssertFalse(isAllowed(transport, "http://127.0.0.1.example.com/token"))
+        XCTAssertFalse(isAllowed(transport, "http://127.0.0.1@example.com/token"))
+        XCTAssertFalse(isAllowed(transport, "http://localhost:80@example.com/"))
+        XCTAssertFalse(isAllowed(transport, "http://10.0.0.1/token"))
+        XCTAssertFalse(isAllowed(transport, "ftp://127.0.0.1/token"))
+        XCTAssertFalse(isAllowed(transport, "ws://localhost/token"))
+        await transport.shutdown()
+    }
+
+    func testHostOf() {
+        XCTAssertEqual(HTTPTransport.host(of: "https://Login.Example.COM:443/path?q=1"), "login.example.com")
+        XCTAssertEqual(HTTPTransport.host(of: "https://login.example.com"), "login.example.com")
+        XCTAssertEqual(HTTPTransport.host(of: "https://login.example.com?x=1"), "login.example.com")
+        XCTAssertEqual(HTTPTransport.host(of: "https://login.example.com#frag"), "login.example.com")
+        XCTAssertEqual(HTTPTransport.host(of: "http://127.0.0.1:8080/x"), "127.0.0.1")
+        XCTAssertEqual(HTTPTransport.host(of: "http://[::1]:8080/x"), "[::1]")
+        XCTAssertEqual(HTTPTransport.host(of: "http://[FE80::1]/x"), "[fe80::1]")
+        XCTAssertEqual(HTTPTransport.host(of: "https://user:pw@host.example:8443/x"), "host.example")
+        XCTAssertEqual(HTTPTransport.host(of: "https://a@b@host.example/x"), "host.example")
+        XCTAssertNil(HTTPTransport.host(of: "login.example.com/path"))
+        XCTAssertNil(HTTPTransport.host(of: "https://"))
+        XCTAssertNil(HTTPTransport.host(of: "https:///path"))
+    }
+}
