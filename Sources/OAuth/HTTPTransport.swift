@@ -40,7 +40,7 @@ public final class HTTPTransport: Sendable {
         if let caFile = settings.caFile { tls.trustRoots = .file(caFile) }
         configuration.tlsConfiguration = tls
         configuration.redirectConfiguration = .disallow
-        configuration.timeout = .init(connect: .seconds(10), read: .seconds(settings.timeoutSeconds))
+        configuration.timeout = .init(connect: .seconds(5), read: .seconds(settings.timeoutSeconds))
         configuration.httpVersion = .http1Only
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }

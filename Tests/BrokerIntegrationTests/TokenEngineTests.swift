@@ -6,26 +6,7 @@ import XCTest
 /// Token acquisition end to end: the real brokerd against the real test IdP (django-oauth-toolkit on 127.0.0.1),
 /// the browser played by Tests/idp/fake_browser.py, which signs in on the IdP's login form as a person would.
 final class TokenEngineTests: XCTestCase {
-    private let client = "brokerd-test-app-a"
-
-    private func startBroker(_ idp: TestIdP, https: Bool = false, extra: String = "") throws -> Daemon {
-        let daemon = try Daemon(config: idp.brokerConfig(https: https, extra: extra))
-        daemon.environment = idp.browserEnvironment()
-        try daemon.start()
-        return daemon
-    }
-
-    private func silent(_ connection: BrokerConnection, account: String, scopes: [String] = ["mail.read"],
-                        forceRefresh: Bool = false) async throws -> TokenResult {
-        try await connection.call(.acquireTokenSilently, AcquireTokenSilentlyParams(
-            clientId: client, scopes: scopes, account: AccountReference(account), forceRefresh: forceRefresh ? true : nil),
-            as: TokenResult.self)
-    }
-
-    private func rpcCode(_ body: () async throws -> Void) async -> Int? {
-        do { try await body() } catch let BrokerClientError.rpc(error) { return error.code } catch { return nil }
-        return nil
-    }
+    private let client = testClient
 
     func testBrowserSignInThenCacheThenRefreshWithRotation() async throws {
         let idp = try TestIdP()
@@ -81,14 +62,6 @@ final class TokenEngineTests: XCTestCase {
         XCTAssertFalse(daemon.log.contains(refreshed.accessToken), "an access token reached the log")
     }
 
-    /// Secrets of the cache as exported (only the refresh tokens' secrets).
-    private func refreshTokens(_ connection: BrokerConnection) async throws -> [String] {
-        let exported = try await connection.call(.exportCache, ExportCacheParams(), as: ExportResult.self).data
-        let root = try JSONSerialization.jsonObject(with: Data(exported.utf8)) as! [String: Any]
-        let section = root["RefreshToken"] as? [String: [String: Any]] ?? [:]
-        return section.values.compactMap { $0["secret"] as? String }.sorted()
-    }
-
     func testDeviceCodeFlow() async throws {
         let idp = try TestIdP()
         let daemon = try startBroker(idp)
@@ -138,7 +111,7 @@ final class TokenEngineTests: XCTestCase {
 
         let socket = daemon.socket
         let results = try await withThrowingTaskGroup(of: TokenResult.self) { group in
-            for _ in 0..<50 {
+            for _ in 0..<200 {
                 group.addTask {
                     try await BrokerConnection(socketPath: socket).call(.acquireTokenSilently, AcquireTokenSilentlyParams(
                         clientId: "brokerd-test-app-a", scopes: ["mail.read"], account: AccountReference("alice")),
@@ -149,9 +122,9 @@ final class TokenEngineTests: XCTestCase {
             for try await result in group { all.append(result) }
             return all
         }
-        XCTAssertEqual(results.count, 50)
+        XCTAssertEqual(results.count, 200)
         XCTAssertEqual(Set(results.map(\.accessToken)).count, 1, "every caller got the one refreshed token")
-        XCTAssertEqual(try idp.tokenRequests("refresh_token"), 1, "50 concurrent callers, exactly one refresh")
+        XCTAssertEqual(try idp.tokenRequests("refresh_token"), 1, "200 concurrent callers, exactly one refresh")
         XCTAssertTrue(results.allSatisfy { $0.source == "refresh" || $0.source == "cache" })
         XCTAssertGreaterThan(results.filter { $0.source == "refresh" }.count, 1, "callers joined the one refresh in flight")
     }

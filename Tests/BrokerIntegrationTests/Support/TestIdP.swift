@@ -42,9 +42,20 @@ final class TestIdP {
         caFile = info["ca"] as! String
     }
 
-    deinit {
+    deinit { stop() }
+
+    /// Stops the IdP (the "IdP down" case); idempotent.
+    func stop() {
+        guard process.isRunning else { return }
         kill(process.processIdentifier, SIGTERM)
         process.waitUntilExit()
+    }
+
+    /// POSTs a form to the IdP's token endpoint, as a client other than brokerd would; returns the JSON answer.
+    func tokenEndpoint(_ fields: [String: String]) throws -> [String: Any] {
+        let result = try runCommand("/usr/bin/curl", ["-sS", "--max-time", "30", http + "/token/"]
+            + fields.sorted(by: { $0.key < $1.key }).flatMap { ["--data-urlencode", "\($0.key)=\($0.value)"] })
+        return (try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]) ?? [:]
     }
 
     /// POSTs to a test-control endpoint (`/test/…`) and returns the JSON answer.

@@ -182,3 +182,9 @@ def device_poll_too_fast(code_hash):
 def reset_device_polls():
     with _lock:
         _polls.clear()
+
+
+# ------------------------------------------------------------- declined scopes
+# Scopes the token endpoint leaves out of its answer's "scope", as an IdP that grants fewer scopes than asked
+# does (RFC 6749 section 5.1). POST /test/decline-scope?scope=X adds one; /test/reset clears them.
+DECLINED_SCOPES = set()

@@ -41,6 +41,15 @@ def _oauth_error(response):
         return None
 
 
+def _without_declined_scopes(response):
+    body = json.loads(response.content)
+    granted = [s for s in body.get("scope", "").split() if s not in control.DECLINED_SCOPES]
+    body["scope"] = " ".join(granted)
+    rewritten = JsonResponse(body, status=response.status_code)
+    rewritten["Cache-Control"] = "no-store"
+    return rewritten
+
+
 class TestControlMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
@@ -64,6 +73,8 @@ class TestControlMiddleware:
                 response["Retry-After"] = str(fault["retry_after"])
         else:
             response = self.get_response(request)
+            if endpoint == "token" and response.status_code == 200 and control.DECLINED_SCOPES:
+                response = _without_declined_scopes(response)
         control.record(endpoint, grant_type, _client_id(request), response.status_code,
                        _oauth_error(response), fault is not None, delay_ms,
                        int((time.monotonic() - started) * 1000))

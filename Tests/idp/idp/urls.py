@@ -38,6 +38,7 @@ urlpatterns = [
     path("test/reset", views.test_reset),
     path("test/fail-next", views.test_fail_next),
     path("test/delay", views.test_delay),
+    path("test/decline-scope", views.test_decline_scope),
     path("test/faults", views.test_faults),
     path("test/revoke-refresh-tokens", views.test_revoke_refresh_tokens),
     path("test/approve-device", views.test_approve_device),

@@ -205,6 +205,7 @@ def test_reset(request):
     control.reset_counters()
     control.reset_faults()
     control.reset_device_polls()
+    control.DECLINED_SCOPES.clear()
     return JsonResponse({"ok": True})
 
 
@@ -216,6 +217,13 @@ def test_fail_next(request):
                       _str(request, "grant_type"), _str(request, "error", "temporarily_unavailable"),
                       _int(request, "retry_after"))
     return JsonResponse({"ok": True, **control.faults_snapshot()})
+
+
+@csrf_exempt
+@require_POST
+def test_decline_scope(request):
+    control.DECLINED_SCOPES.add(_str(request, "scope"))
+    return JsonResponse({"ok": True, "declined": sorted(control.DECLINED_SCOPES)})
 
 
 @csrf_exempt
