@@ -143,3 +143,28 @@ final class TokenScenarioTests: XCTestCase {
         XCTAssertEqual(json.accessToken + "\n", token.stdout)
     }
 }
+
+/// refresh_on (from the IdP's refresh_in): an aging token is renewed, and still served while the IdP is down.
+final class AgingTokenTests: XCTestCase {
+    func testAgingTokenIsRenewedAndServedWhenTheIdPIsDown() async throws {
+        let idp = try TestIdP(environment: ["REFRESH_IN_SECONDS": "1"])
+        let daemon = try startBroker(idp, extra: "")
+        let connection = BrokerConnection(socketPath: daemon.socket)
+        let login = try daemon.ctl(["login", "mail", "--config", daemon.configPath, "--json"])
+        XCTAssertEqual(login.status, 0, login.stderr + daemon.log)
+        let signedIn = try decode(TokenResult.self, login.stdout)
+        let refreshOn = try XCTUnwrap(signedIn.refreshOn)
+        XCTAssertLessThanOrEqual(refreshOn, Int64(Date().timeIntervalSince1970) + 2)
+        sleep(2)
+
+        // Past refresh_on: silent renews although the token has an hour left.
+        let renewed = try await silent(connection, account: "alice")
+        XCTAssertEqual(renewed.source, "refresh")
+        sleep(2)
+        // Past refresh_on again, and the IdP is down: the still-valid aging token is served.
+        idp.stop()
+        let aging = try await silent(connection, account: "alice")
+        XCTAssertEqual(aging.source, "cache")
+        XCTAssertEqual(aging.accessToken, renewed.accessToken)
+    }
+}

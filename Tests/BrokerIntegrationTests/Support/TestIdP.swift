@@ -75,7 +75,8 @@ final class TestIdP {
         return counts?[grantType] ?? 0
     }
 
-    /// The brokerd configuration for this IdP, with `open_browser = "always"` and the scripted browser.
+    /// The brokerd configuration for this IdP, with `open_browser = "always"` and the scripted browser; `extra`
+    /// holds more top-level settings.
     func brokerConfig(https useHTTPS: Bool = false, extra: String = "") -> String {
         """
         default_authority = "\(useHTTPS ? https : http)"
@@ -83,10 +84,10 @@ final class TestIdP {
         ca_file = "\(caFile)"
         open_browser = "always"
         interactive_timeout = 60
+        \(extra)
         [profile.mail]
         client_id = "brokerd-test-app-a"
         scopes = ["mail.read"]
-        \(extra)
         """
     }
 

@@ -36,6 +36,8 @@ CONFIG = {
     "authorization_code_expire_seconds": _env_int("AUTHORIZATION_CODE_EXPIRE_SECONDS", 60),
     "device_code_expire_seconds": _env_int("DEVICE_CODE_EXPIRE_SECONDS", 600),
     "device_flow_interval": _env_int("DEVICE_FLOW_INTERVAL", 5),
+    # When > 0, token answers carry "refresh_in" (Microsoft's hint to renew early; MSAL's refresh_on).
+    "refresh_in_seconds": _env_int("REFRESH_IN_SECONDS", 0),
 }
 FLAGS = {
     "rotate_refresh_token": _env_bool("ROTATE_REFRESH_TOKEN", True),

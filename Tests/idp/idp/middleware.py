@@ -41,10 +41,14 @@ def _oauth_error(response):
         return None
 
 
-def _without_declined_scopes(response):
+def _rewritten_token_answer(response):
+    """Declined scopes left out of "scope"; "refresh_in" added when configured."""
     body = json.loads(response.content)
-    granted = [s for s in body.get("scope", "").split() if s not in control.DECLINED_SCOPES]
-    body["scope"] = " ".join(granted)
+    if control.DECLINED_SCOPES:
+        granted = [s for s in body.get("scope", "").split() if s not in control.DECLINED_SCOPES]
+        body["scope"] = " ".join(granted)
+    if control.CONFIG["refresh_in_seconds"] > 0:
+        body["refresh_in"] = control.CONFIG["refresh_in_seconds"]
     rewritten = JsonResponse(body, status=response.status_code)
     rewritten["Cache-Control"] = "no-store"
     return rewritten
@@ -73,8 +77,9 @@ class TestControlMiddleware:
                 response["Retry-After"] = str(fault["retry_after"])
         else:
             response = self.get_response(request)
-            if endpoint == "token" and response.status_code == 200 and control.DECLINED_SCOPES:
-                response = _without_declined_scopes(response)
+            if endpoint == "token" and response.status_code == 200 and (
+                    control.DECLINED_SCOPES or control.CONFIG["refresh_in_seconds"] > 0):
+                response = _rewritten_token_answer(response)
         control.record(endpoint, grant_type, _client_id(request), response.status_code,
                        _oauth_error(response), fault is not None, delay_ms,
                        int((time.monotonic() - started) * 1000))
