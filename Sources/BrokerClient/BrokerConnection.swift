@@ -5,6 +5,13 @@ import BrokerProtocol
 import Glibc
 #endif
 
+/// glibc's `struct ucred` (not visible from Swift): same layout.
+private struct PeerCredentials {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    var gid: UInt32 = 0
+}
+
 /// Why a call to brokerd did not produce a result.
 public enum BrokerClientError: Error, Sendable, CustomStringConvertible {
     /// Nothing answers on the socket (no daemon, or it is not socket-activated).
@@ -174,6 +181,18 @@ public actor BrokerConnection {
             let reason = String(cString: strerror(errno))
             close(socketFD)
             throw BrokerClientError.brokerNotRunning(socket: socketPath, reason: reason)
+        }
+        // Talk only to a brokerd of this user (or root's system service): whoever else listens there could hand
+        // out forged tokens or collect imported caches.
+        var credentials = PeerCredentials()
+        var length = socklen_t(MemoryLayout<PeerCredentials>.size)
+        guard getsockopt(socketFD, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else {
+            close(socketFD)
+            throw BrokerClientError.connection("cannot read the peer credentials of \(socketPath)")
+        }
+        guard credentials.uid == getuid() || credentials.uid == 0 || getuid() == 0 else {
+            close(socketFD)
+            throw BrokerClientError.connection("\(socketPath) is served by uid \(credentials.uid), not by this user; refusing to use it")
         }
         fd = socketFD
     }

@@ -6,7 +6,8 @@ import Darwin
 
 /// Where brokerd listens and clients connect, resolved the same way by brokerd, brokerctl and BrokerClient:
 /// an explicit path, else `$BROKERD_SOCKET`, else `$XDG_RUNTIME_DIR/brokerd/brokerd.sock`
-/// (`/run/user/<uid>` when the variable is unset, `/tmp/brokerd-<uid>` when that does not exist either).
+/// (`/run/user/<uid>` when the variable is unset, `/tmp/brokerd-<uid>` when that is not writable either; brokerd
+/// refuses a directory another user owns, and clients refuse a socket served by another user).
 public enum SocketLocation {
     public static let environmentVariable = "BROKERD_SOCKET"
 

@@ -85,8 +85,18 @@ public final class BrokerServer: Sendable {
         guard path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path) else {
             throw StartError.setup("socket path is too long for AF_UNIX: \(path)")
         }
-        do { try AtomicFile.makeDirectory(AtomicFile.parentDirectory(of: path), mode: 0o700) } catch {
+        let directory = AtomicFile.parentDirectory(of: path)
+        do { try AtomicFile.makeDirectory(directory, mode: 0o700) } catch {
             throw StartError.setup("cannot create the socket directory: \(error)")
+        }
+        // Another user must not own or be able to write the directory (a /tmp fallback could be pre-created):
+        // they could replace the socket with their own and receive every app's requests.
+        var directoryInfo = stat()
+        guard lstat(directory, &directoryInfo) == 0, directoryInfo.st_mode & S_IFMT == S_IFDIR else {
+            throw StartError.setup("\(directory) is not a directory")
+        }
+        guard directoryInfo.st_uid == getuid(), directoryInfo.st_mode & 0o022 == 0 else {
+            throw StartError.setup("\(directory) belongs to another user or is writable by others; refusing to serve there")
         }
         var info = stat()
         guard lstat(path, &info) == 0 else { return }

@@ -83,3 +83,45 @@ final class PeerCredentialTests: XCTestCase {
         XCTAssertEqual(process.terminationStatus, 0)
     }
 }
+
+/// The other direction: brokerd refuses a socket directory another user controls, and clients refuse a socket
+/// that another user serves.
+final class SocketOwnershipTests: XCTestCase {
+    static let nobody: UInt32 = 65534
+
+    private func requireRoot() throws {
+        guard getuid() == 0 else { throw XCTSkip("needs root to act as other users (setpriv); running as uid \(getuid())") }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else { throw XCTSkip("setpriv is not installed") }
+    }
+
+    func testSocketDirectoryOfAnotherUserIsRefused() throws {
+        try requireRoot()
+        let daemon = try Daemon()
+        let runDirectory = daemon.directory.path + "/run"
+        try FileManager.default.createDirectory(atPath: runDirectory, withIntermediateDirectories: true)
+        chown(runDirectory, Self.nobody, Self.nobody)
+        let process = try daemon.launch()
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 1)
+        XCTAssertTrue(daemon.log.contains("belongs to another user or is writable by others"), daemon.log)
+    }
+
+    func testClientRefusesASocketServedByAnotherUser() throws {
+        try requireRoot()
+        let directory = TemporaryDirectory()
+        chmod(directory.path, 0o755)
+        chown(directory.path, Self.nobody, Self.nobody)
+        let daemon = try Daemon(directory: directory)
+        chown(daemon.configPath, Self.nobody, Self.nobody)
+        let process = try daemon.launch(prefix: ["/usr/bin/setpriv", "--reuid=\(Self.nobody)", "--regid=\(Self.nobody)", "--clear-groups"])
+        defer { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        try daemon.waitUntilServing()
+        // Let a third user reach the socket on the file system: only the credential checks stand in the way.
+        chmod(daemon.directory.path + "/run", 0o755)
+        chmod(daemon.socket, 0o666)
+        let result = try runCommand("/usr/bin/setpriv", ["--reuid=65533", "--regid=65533", "--clear-groups",
+                                                          Binaries.brokerctl, "status", "--socket", daemon.socket])
+        XCTAssertEqual(result.status, 1, result.stdout + result.stderr)
+        XCTAssertTrue(result.stderr.contains("is served by uid 65534, not by this user"), result.stderr)
+    }
+}
