@@ -33,6 +33,10 @@ final class ConnectionHandler: ChannelInboundHandler {
     func channelActive(context: ChannelHandlerContext) {
         let channel = context.channel
         guard state.admit(channel) else {
+            if state.isDraining {
+                refuse(context, RPCError(code: RPCErrorCode.shuttingDown, message: "brokerd is shutting down"))
+                return
+            }
             let cap = state.settings.withLockedValue { $0.maxConnections }
             logger.warning("connection refused: connection limit reached", metadata: ["max_connections": "\(cap)"])
             refuse(context, RPCError(code: RPCErrorCode.tooManyConnections,

@@ -52,7 +52,10 @@ extension Broker {
         let authority = try idp.authority(requested: request.authority, clientId: request.clientId)
         let hid: String
         do { hid = try cache.resolve(request.account) } catch {
-            throw .interactionRequired("no such account in the broker (\(request.account))", nil)
+            switch error {
+            case .ambiguous: throw .invalidRequest(Failure.lookup(error).description, reason: "ambiguousAccount")
+            case .notFound: throw .interactionRequired("no such account in the broker (\(request.account))", nil)
+            }
         }
         if cache.state.isHidden(hid, from: request.clientId) {
             throw .interactionRequired("the account was removed from this app; sign in again", nil)
