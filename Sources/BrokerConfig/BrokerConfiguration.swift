@@ -33,6 +33,14 @@ public struct BrokerConfiguration: Sendable, Equatable {
     public var openBrowser = "auto"
     /// Seconds an interactive sign-in may take.
     public var interactiveTimeoutSeconds = 600
+    /// Requests to the Microsoft identity platform's hosts go to this base URL instead (tests: the Entra emulator).
+    public var microsoftBaseURL: String?
+    /// Hosts trusted as Entra authorities besides Microsoft's own (authority validation).
+    public var trustedAuthorityHosts: [String] = []
+    /// Custom domains that serve Azure AD B2C.
+    public var b2cHosts: [String] = []
+    /// Client capabilities sent to the IdP in `claims` (xms_cc), e.g. ["cp1"] for continuous access evaluation.
+    public var clientCapabilities: [String] = []
     /// Renew recently used access tokens before they expire, and keep idle refresh tokens alive.
     public var backgroundRefresh = true
     /// Seconds between the background refresh's checks of the wall clock.
@@ -118,6 +126,13 @@ public struct BrokerConfiguration: Sendable, Equatable {
             }
             return n
         }
+        func strings() throws(TOMLError) -> [String] {
+            guard case .array(let items) = value else { throw TOMLError(line: line, message: "'\(key)' must be an array of strings") }
+            return try items.map { (item) throws(TOMLError) -> String in
+                guard case .string(let s) = item else { throw TOMLError(line: line, message: "'\(key)' must be an array of strings") }
+                return s
+            }
+        }
         func string() throws(TOMLError) -> String {
             guard case .string(let s) = value else { throw TOMLError(line: line, message: "'\(key)' must be a string") }
             return s
@@ -148,6 +163,10 @@ public struct BrokerConfiguration: Sendable, Equatable {
             }
             openBrowser = policy
         case "interactive_timeout": interactiveTimeoutSeconds = try int(10...3600)
+        case "microsoft_base_url": microsoftBaseURL = try string()
+        case "trusted_authority_hosts": trustedAuthorityHosts = try strings()
+        case "b2c_hosts": b2cHosts = try strings()
+        case "client_capabilities": clientCapabilities = try strings()
         case "background_refresh":
             guard case .bool(let b) = value else { throw TOMLError(line: line, message: "'background_refresh' must be true or false") }
             backgroundRefresh = b

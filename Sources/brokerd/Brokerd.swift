@@ -161,7 +161,9 @@ struct Brokerd: AsyncParsableCommand {
             http: .init(caFile: configuration.caFile, allowLoopbackHTTP: configuration.allowLoopbackHTTP),
             defaultAuthority: configuration.defaultAuthority, clientAuthorities: authorities,
             openBrowser: configuration.openBrowser,
-            interactiveTimeoutSeconds: Int64(configuration.interactiveTimeoutSeconds))
+            interactiveTimeoutSeconds: Int64(configuration.interactiveTimeoutSeconds),
+            microsoftBaseURL: configuration.microsoftBaseURL, trustedAuthorityHosts: configuration.trustedAuthorityHosts,
+            b2cHosts: configuration.b2cHosts, clientCapabilities: configuration.clientCapabilities)
     }
 
     /// Re-reads the configuration; a broken file leaves the running configuration as it is.

@@ -124,7 +124,9 @@ struct BrowserSignIn: Sendable {
                       ("code_challenge", pkce.challenge), ("code_challenge_method", pkce.method), ("client_info", "1")]
         if let hint = request.loginHint { fields.append(("login_hint", hint)) }
         if let value = request.prompt { fields.append(("prompt", value)) }
-        if let claims = request.claims { fields.append(("claims", claims)) }
+        if let claims = Claims.merged(challenge: request.claims, capabilities: idp.settings.clientCapabilities) {
+            fields.append(("claims", claims))
+        }
         let separator = metadata.authorizationEndpoint.contains("?") ? "&" : "?"
         let url = metadata.authorizationEndpoint + separator + FormEncoding.encode(fields)
 
@@ -160,7 +162,9 @@ struct BrowserSignIn: Sendable {
         do {
             let response = try await idp.tokens.redeemCode(code, verifier: pkce.verifier, redirectURI: listener.redirectURI,
                                                            clientId: request.clientId, scopes: wireScopes,
-                                                           claims: request.claims, metadata: metadata)
+                                                           claims: Claims.merged(challenge: request.claims,
+                                                                                 capabilities: idp.settings.clientCapabilities),
+                                                           metadata: metadata)
             return InteractiveResult(response: response,
                                      idToken: try await identity(of: response, idp: idp, metadata: metadata,
                                                                  clientId: request.clientId, nonce: nonce))
@@ -181,7 +185,9 @@ struct DeviceCodeSignIn: Sendable {
         let wireScopes = Scopes.onTheWire(request.scopes + request.extraScopesToConsent)
         do {
             let device = try await idp.tokens.authorizeDevice(clientId: request.clientId, scopes: wireScopes,
-                                                              claims: request.claims, metadata: metadata)
+                                                              claims: Claims.merged(challenge: request.claims,
+                                                                                 capabilities: idp.settings.clientCapabilities),
+                                                           metadata: metadata)
             let message = device.message
                 ?? "To sign in, open \(device.verificationURI) in a browser and enter the code \(device.userCode)."
             await prompt(.deviceCode(requestId: requestId, userCode: device.userCode, verificationURI: device.verificationURI,

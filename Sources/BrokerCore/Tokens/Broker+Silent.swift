@@ -49,7 +49,7 @@ extension Broker {
     /// background refresh's own requests.
     func acquireTokenSilently(_ request: SilentTokenRequest, countAsUse: Bool) async throws(TokenFailure) -> TokenOutcome {
         let idp = try identityProvider()
-        let authority = try idp.authority(requested: request.authority, clientId: request.clientId)
+        var authority = try idp.authority(requested: request.authority, clientId: request.clientId)
         let hid: String
         do { hid = try cache.resolve(request.account) } catch {
             switch error {
@@ -59,6 +59,10 @@ extension Broker {
         }
         if cache.state.isHidden(hid, from: request.clientId) {
             throw .interactionRequired("the account was removed from this app; sign in again", nil)
+        }
+        // common / organizations / consumers mean the account's home tenant in silent requests (as in MSAL).
+        if authority.isTenantAlias, let homeTenant = hid.split(separator: ".").last, hid.contains(".") {
+            authority = authority.withTenant(String(homeTenant))
         }
         let scopes = Scopes.requested(request.scopes)
         guard !scopes.isEmpty || !request.scopes.isEmpty else {
@@ -122,27 +126,62 @@ extension Broker {
             homeAccountId: hid, authority: authority.url, source: source)
     }
 
-    /// Redeems the newest refresh token of the account for this client; concurrent callers asking for the same
-    /// thing share one request to the IdP.
+    /// MSAL's refresh-token selection (reference §3.4): a family (FOCI) refresh token first when this app is in the
+    /// family or not known to be outside it, then the app's own. A family token refused with `client_mismatch`
+    /// records the app as outside the family. Concurrent callers asking for the same thing share one request.
     private func redeemRefreshToken(hid: String, clientId: String, authority: Authority, scopes: [String], claims: String?,
                                     idp: IdentityProvider) async throws(TokenFailure) -> TokenOutcome {
-        let candidates = cache.find(.refreshToken, CacheQuery(homeAccountId: hid, environment: authority.environment, clientId: clientId))
-            .sorted { ($0.entity.lastModificationTime ?? 0) > ($1.entity.lastModificationTime ?? 0) }
-        guard let (rtKey, refreshToken) = candidates.first, let secret = refreshToken.secret else {
-            throw .interactionRequired("no refresh token for this account and app; sign in interactively", nil)
+        func newestFirst(_ query: CacheQuery) -> [(key: String, entity: CacheEntity)] {
+            cache.find(.refreshToken, query).sorted { ($0.entity.lastModificationTime ?? 0) > ($1.entity.lastModificationTime ?? 0) }
         }
-        let flightKey = ([rtKey, authority.url, claims ?? ""] + scopes.map { $0.lowercased() }.sorted()).joined(separator: "\n")
+        let own = newestFirst(CacheQuery(homeAccountId: hid, environment: authority.environment, clientId: clientId))
+        var lastFailure: TokenFailure?
+        if appFamily(clientId, environment: authority.environment) != .outside {
+            let family = newestFirst(CacheQuery(homeAccountId: hid, environment: authority.environment, familyId: "1"))
+                .filter { candidate in !own.contains { $0.key == candidate.key } }
+            if let (key, token) = family.first, let secret = token.secret {
+                do {
+                    return try await redeem(secret, rtKey: key, family: true, hid: hid, clientId: clientId,
+                                            authority: authority, scopes: scopes, claims: claims, idp: idp)
+                } catch {
+                    if case .unavailable = error { throw error }
+                    lastFailure = error
+                }
+            }
+        }
+        guard let (key, token) = own.first, let secret = token.secret else {
+            if let lastFailure, case .interactionRequired = lastFailure { throw lastFailure }
+            throw .interactionRequired("no refresh token for this account and app; sign in interactively", lastFailure?.oauth)
+        }
+        return try await redeem(secret, rtKey: key, family: false, hid: hid, clientId: clientId, authority: authority,
+                                scopes: scopes, claims: claims, idp: idp)
+    }
+
+    enum FamilyMembership { case unknown, member, outside }
+
+    /// From AppMetadata: absent = unknown; with a family_id = member; present without = outside the family.
+    func appFamily(_ clientId: String, environment: String) -> FamilyMembership {
+        let entries = cache.find(.appMetadata, CacheQuery(environment: environment, clientId: clientId))
+        guard let metadata = entries.first?.entity else { return .unknown }
+        return metadata.familyId == nil ? .outside : .member
+    }
+
+    private func redeem(_ secret: String, rtKey: String, family: Bool, hid: String, clientId: String, authority: Authority,
+                        scopes: [String], claims: String?, idp: IdentityProvider) async throws(TokenFailure) -> TokenOutcome {
+        let flightKey = ([clientId, rtKey, authority.url, claims ?? ""] + scopes.map { $0.lowercased() }.sorted()).joined(separator: "\n")
         if let running = refreshFlights[flightKey] {
             return try await Self.value(of: running)
         }
+        let wireClaims = Claims.merged(challenge: claims, capabilities: idp.settings.clientCapabilities)
         let task = Task<TokenOutcome, Error> {
             let metadata = try await idp.metadata(authority)
             let response: TokenResponse
             do {
                 response = try await idp.tokens.refresh(secret, clientId: clientId, scopes: Scopes.onTheWire(scopes),
-                                                        claims: claims, metadata: metadata)
+                                                        claims: wireClaims, metadata: metadata)
             } catch {
-                throw await self.refreshFailed((error as? OAuthFailure) ?? .invalidResponse("\(error)"), hid: hid, clientId: clientId)
+                throw await self.refreshFailed((error as? OAuthFailure) ?? .invalidResponse("\(error)"), hid: hid,
+                                               clientId: clientId, rtKey: rtKey, secret: secret, family: family)
             }
             return try await self.refreshSucceeded(response, metadata: metadata, hid: hid, clientId: clientId,
                                                    authority: authority, scopes: scopes, rtKey: rtKey)
@@ -191,19 +230,35 @@ extension Broker {
         if !declined.isEmpty { throw .serverDeclinedScopes(granted: saved.grantedScopes, declined: declined) }
     }
 
-    private func refreshFailed(_ error: OAuthFailure, hid: String, clientId: String) -> TokenFailure {
+    private func refreshFailed(_ error: OAuthFailure, hid: String, clientId: String, rtKey: String, secret: String,
+                               family: Bool) -> TokenFailure {
         let failure = TokenFailure.fromRefresh(error)
-        if case .oauth(let response) = error, response.error == "invalid_grant" {
-            // The refresh token is kept (it may still serve other scopes or tenants); the account is flagged.
-            if cache.state.signInRequired.insert(hid.lowercased()).inserted {
-                changed()
-                emit(.signInRequired(homeAccountId: hid, clientId: clientId))
-            }
-            logger.warning("refresh token refused; the account needs sign-in", metadata: [
-                "account": "\(hid)", "client_id": "\(clientId)", "error": "\(response.error)",
-                "suberror": "\(response.suberror ?? "")",
-            ])
+        guard case .oauth(let response) = error, response.error == "invalid_grant" else { return failure }
+        if family && response.suberror == "client_mismatch" {
+            // This app is not in the family: remember it, and use only its own refresh tokens from now on.
+            var metadata = CacheEntity()
+            metadata.set("client_id", clientId)
+            metadata.set("environment", cache.entity(.refreshToken, key: rtKey)?.environment)
+            cache.add(.appMetadata, metadata)
+            changed()
+            logger.info("app is not in the token family", metadata: ["client_id": "\(clientId)"])
+            return failure
         }
+        if response.suberror == "bad_token", cache.entity(.refreshToken, key: rtKey)?.secret == secret {
+            // MSAL removes a refresh token only for invalid_grant + bad_token (and only the one it used).
+            cache.remove(.refreshToken, key: rtKey)
+            changed()
+        }
+        if family { return failure }
+        // The refresh token is kept otherwise (it may still serve other scopes or tenants); the account is flagged.
+        if cache.state.signInRequired.insert(hid.lowercased()).inserted {
+            changed()
+            emit(.signInRequired(homeAccountId: hid, clientId: clientId))
+        }
+        logger.warning("refresh token refused; the account needs sign-in", metadata: [
+            "account": "\(hid)", "client_id": "\(clientId)", "error": "\(response.error)",
+            "suberror": "\(response.suberror ?? "")",
+        ])
         return failure
     }
 }

@@ -13,16 +13,31 @@ public final class IdentityProvider: Sendable {
         public var openBrowser: String
         public var interactiveTimeoutSeconds: Int64
         public var discoveryTTLSeconds: Int64
+        /// Where requests to the Microsoft cloud hosts really go (tests: the Entra emulator); the cache keeps
+        /// the real host names.
+        public var microsoftBaseURL: String?
+        /// Hosts trusted as Entra authorities besides Microsoft's own (authority validation).
+        public var trustedAuthorityHosts: [String]
+        /// Custom domains that serve Azure AD B2C.
+        public var b2cHosts: [String]
+        /// Client capabilities (e.g. "cp1") sent in `claims` as `xms_cc`.
+        public var clientCapabilities: [String]
 
         public init(http: HTTPTransport.Settings = .init(), defaultAuthority: String? = nil,
                     clientAuthorities: [String: String] = [:], openBrowser: String = "auto",
-                    interactiveTimeoutSeconds: Int64 = 600, discoveryTTLSeconds: Int64 = 24 * 3600) {
+                    interactiveTimeoutSeconds: Int64 = 600, discoveryTTLSeconds: Int64 = 24 * 3600,
+                    microsoftBaseURL: String? = nil, trustedAuthorityHosts: [String] = [], b2cHosts: [String] = [],
+                    clientCapabilities: [String] = []) {
             self.http = http
             self.defaultAuthority = defaultAuthority
             self.clientAuthorities = clientAuthorities
             self.openBrowser = openBrowser
             self.interactiveTimeoutSeconds = interactiveTimeoutSeconds
             self.discoveryTTLSeconds = discoveryTTLSeconds
+            self.microsoftBaseURL = microsoftBaseURL
+            self.trustedAuthorityHosts = trustedAuthorityHosts.map { $0.lowercased() }
+            self.b2cHosts = b2cHosts.map { $0.lowercased() }
+            self.clientCapabilities = clientCapabilities
         }
     }
 
@@ -42,22 +57,33 @@ public final class IdentityProvider: Sendable {
         await transport.shutdown()
     }
 
-    /// The authority a request uses: its own, else the client's configured one, else the default.
+    /// The authority a request uses: its own, else the client's configured one, else the default; validated
+    /// (an Entra-shaped authority on a host nobody trusts is refused).
     func authority(requested: String?, clientId: String) throws(TokenFailure) -> Authority {
         guard let text = requested ?? settings.clientAuthorities[clientId] ?? settings.defaultAuthority else {
             throw .invalidRequest("no authority: pass 'authority', or configure one for client \(clientId)", reason: "missingAuthority")
         }
-        guard let authority = Authority(text) else {
+        guard let authority = Authority(text, b2cHosts: settings.b2cHosts) else {
             throw .invalidRequest("'\(text)' is not an authority URL (https://host/tenant)", reason: "invalidAuthority")
         }
-        do { try transport.check(authority.url) } catch {
+        if authority.looksLikeEntra, authority.kind == .oidc, !settings.trustedAuthorityHosts.contains(authority.host) {
+            throw .invalidRequest("authority validation failed: \(authority.host) is not a Microsoft identity platform host; "
+                                  + "add it to trusted_authority_hosts if it is one", reason: "untrustedAuthority")
+        }
+        do { try transport.check(networkURL(authority.url)) } catch {
             throw .invalidRequest(error.description, reason: "invalidAuthority")
         }
         return authority
     }
 
+    /// The URL requests really go to: the Microsoft hosts mapped to `microsoftBaseURL` when it is set.
+    func networkURL(_ url: String) -> String {
+        guard let base = settings.microsoftBaseURL, let authority = Authority(url), authority.isMicrosoftHost else { return url }
+        return Discovery.normalize(base) + url.dropFirst("https://\(authority.environment)".count)
+    }
+
     func metadata(_ authority: Authority) async throws(TokenFailure) -> ProviderMetadata {
-        do { return try await discovery.metadata(for: authority.url) } catch {
+        do { return try await discovery.metadata(for: networkURL(authority.discoveryBase)) } catch {
             switch error {
             case .transient(let why): throw .unavailable(why)
             default: throw .invalidRequest(error.description, reason: "discoveryFailed")
@@ -74,24 +100,3 @@ extension Broker {
     }
 }
 
-/// An authority URL: `https://host[:port]/tenant[/more]`. `environment` (the cache's host field) is the host
-/// with its port when one is given; `tenant` (the cache's realm for tokens without a `tid`) is the first path segment.
-public struct Authority: Sendable, Equatable {
-    public var url: String
-    public var environment: String
-    public var tenant: String
-
-    public init?(_ text: String) {
-        let trimmed = Discovery.normalize(text.trimmingSpaces)
-        guard let schemeEnd = trimmed.firstRange(of: "://") else { return nil }
-        let scheme = trimmed[..<schemeEnd.lowerBound].lowercased()
-        guard scheme == "https" || scheme == "http" else { return nil }
-        let rest = trimmed[schemeEnd.upperBound...]
-        let hostPort = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        guard !hostPort.isEmpty, !hostPort.contains("@"), !rest.contains("?"), !rest.contains("#") else { return nil }
-        let path = rest.dropFirst(hostPort.count).split(separator: "/")
-        url = "\(scheme)://\(hostPort.lowercased())" + path.map { "/" + $0 }.joined()
-        environment = hostPort.lowercased()
-        tenant = path.first.map(String.init) ?? ""
-    }
-}

@@ -87,13 +87,13 @@ extension TokenCache {
             account.set("name", idToken.name)
             account.set("client_info", response.clientInfo)
             add(.account, account)
-
-            var metadata = CacheEntity()
-            metadata.set("client_id", clientId)
-            metadata.set("environment", environment)
-            metadata.set("family_id", response.familyId)
-            add(.appMetadata, metadata)
         }
+        // What the IdP said about this app's family: `foci` present = member, absent = outside (as msal-python).
+        var metadata = CacheEntity()
+        metadata.set("client_id", clientId)
+        metadata.set("environment", environment)
+        metadata.set("family_id", response.familyId)
+        add(.appMetadata, metadata)
         return SavedTokens(homeAccountId: hid, accessToken: accessToken, grantedScopes: granted, idToken: idToken?.raw)
     }
 

@@ -1,0 +1,95 @@
+import OAuth
+
+/// An authority URL (SPEC §2): Entra (`https://login.microsoftonline.com/<tenant>`, sovereign clouds), B2C
+/// (`https://<t>.b2clogin.com/tfp/<t>/<policy>` or `/<t>/<policy>`), ADFS (`https://<host>/adfs`) or any OIDC issuer.
+/// `environment` (the cache's host field) is the host, with its port when one is given; `tenant` is the first path
+/// segment (the cache's realm for tokens without a `tid`).
+public struct Authority: Sendable, Equatable {
+    public enum Kind: String, Sendable { case entra, b2c, adfs, oidc }
+
+    public var url: String
+    public var environment: String
+    public var tenant: String
+    public var kind: Kind
+    /// The B2C policy (user flow), lower-cased.
+    public var policy: String?
+
+    /// The Microsoft identity platform's own hosts (public and sovereign clouds).
+    public static let microsoftHosts: Set<String> = Set(EnvironmentAliases.microsoftClouds.joined())
+    static let tenantAliases: Set<String> = ["common", "organizations", "consumers"]
+
+    public var host: String { environment.split(separator: ":").first.map(String.init) ?? environment }
+    public var isMicrosoftHost: Bool { Self.microsoftHosts.contains(host) }
+
+    public init?(_ text: String, b2cHosts: [String] = []) {
+        let trimmed = Discovery.normalize(text.trimmingSpaces)
+        guard let schemeEnd = trimmed.firstRange(of: "://") else { return nil }
+        let scheme = trimmed[..<schemeEnd.lowerBound].lowercased()
+        guard scheme == "https" || scheme == "http" else { return nil }
+        let rest = trimmed[schemeEnd.upperBound...]
+        let hostPort = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+        guard !hostPort.isEmpty, !hostPort.contains("@"), !rest.contains("?"), !rest.contains("#") else { return nil }
+        let path = rest.dropFirst(hostPort.count).split(separator: "/").map(String.init)
+        url = "\(scheme)://\(hostPort.lowercased())" + path.map { "/" + $0 }.joined()
+        environment = hostPort.lowercased()
+        let host = environment.split(separator: ":").first.map(String.init) ?? environment
+        if path.first?.lowercased() == "adfs" {
+            kind = .adfs
+            tenant = "adfs"
+        } else if host.hasSuffix(".b2clogin.com") || b2cHosts.contains(host) || path.first?.lowercased() == "tfp" {
+            kind = .b2c
+            let parts = path.first?.lowercased() == "tfp" ? Array(path.dropFirst()) : path
+            guard parts.count >= 2 else { return nil }
+            tenant = parts[0]
+            policy = parts[1].lowercased()
+        } else if Self.microsoftHosts.contains(host) {
+            kind = .entra
+            guard let first = path.first else { return nil }
+            tenant = first
+        } else {
+            kind = .oidc
+            tenant = path.first ?? ""
+        }
+    }
+
+    /// A path that names an Entra tenant (common, organizations, consumers or a GUID) and nothing more: on a host
+    /// that is not Microsoft's, such an authority is refused unless trusted (authority validation).
+    public var looksLikeEntra: Bool {
+        let parts = url.split(separator: "/").dropFirst(2)
+        guard parts.count == 1, let only = parts.first?.lowercased() else { return false }
+        return Self.tenantAliases.contains(only) || Self.isGUID(only)
+    }
+
+    /// Whether the tenant stands for "the account's home tenant" in silent requests (MSAL's rule).
+    public var isTenantAlias: Bool { kind == .entra && Self.tenantAliases.contains(tenant.lowercased()) }
+
+    /// Where the discovery document hangs: Entra and B2C publish v2.0 metadata under `<authority>/v2.0`.
+    public var discoveryBase: String {
+        switch kind {
+        case .entra, .b2c: return url + "/v2.0"
+        case .adfs, .oidc: return url
+        }
+    }
+
+    /// The same authority for another tenant (silent requests with common/organizations/consumers go to the
+    /// account's home tenant).
+    public func withTenant(_ other: String) -> Authority {
+        guard kind == .entra, let replaced = Authority(url.replacingTenant(tenant, with: other)) else { return self }
+        return replaced
+    }
+
+    static func isGUID(_ text: String) -> Bool {
+        let groups = text.split(separator: "-", omittingEmptySubsequences: false)
+        return groups.map(\.count) == [8, 4, 4, 4, 12] && groups.allSatisfy { $0.allSatisfy(\.isHexDigit) }
+    }
+}
+
+private extension String {
+    func replacingTenant(_ tenant: String, with other: String) -> String {
+        guard let schemeEnd = firstRange(of: "://") else { return self }
+        let afterScheme = self[schemeEnd.upperBound...]
+        guard let slash = afterScheme.firstIndex(of: "/") else { return self }
+        let rest = self[slash...].dropFirst(tenant.count + 1)
+        return String(self[..<slash]) + "/" + other + rest
+    }
+}
