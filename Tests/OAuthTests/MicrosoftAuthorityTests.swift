@@ -1,0 +1,65 @@
+@testable import BrokerCore
+import BrokerJSON
+import XCTest
+
+/// Authority kinds, validation helpers and the claims parameter (the Microsoft identity platform's rules).
+final class MicrosoftAuthorityTests: XCTestCase {
+    func testKinds() throws {
+        let entra = try XCTUnwrap(Authority("https://login.microsoftonline.com/Contoso.onmicrosoft.com/"))
+        XCTAssertEqual(entra.kind, .entra)
+        XCTAssertEqual(entra.tenant, "Contoso.onmicrosoft.com")
+        XCTAssertEqual(entra.discoveryBase, "https://login.microsoftonline.com/Contoso.onmicrosoft.com/v2.0")
+        XCTAssertFalse(entra.isTenantAlias)
+        XCTAssertTrue(try XCTUnwrap(Authority("https://login.microsoftonline.us/organizations")).isTenantAlias)
+        XCTAssertEqual(Authority("https://login.chinacloudapi.cn/common")?.kind, .entra)
+        XCTAssertNil(Authority("https://login.microsoftonline.com"), "an Entra authority names a tenant")
+
+        let tfp = try XCTUnwrap(Authority("https://contosob2c.b2clogin.com/tfp/contosob2c.onmicrosoft.com/B2C_1_SignIn"))
+        XCTAssertEqual(tfp.kind, .b2c)
+        XCTAssertEqual(tfp.tenant, "contosob2c.onmicrosoft.com")
+        XCTAssertEqual(tfp.policy, "b2c_1_signin")
+        let plain = try XCTUnwrap(Authority("https://contosob2c.b2clogin.com/contosob2c.onmicrosoft.com/B2C_1_signin"))
+        XCTAssertEqual(plain.kind, .b2c)
+        XCTAssertEqual(plain.policy, "b2c_1_signin")
+        XCTAssertEqual(Authority("https://login.contoso.example/contoso.example/B2C_1_x", b2cHosts: ["login.contoso.example"])?.kind, .b2c)
+        XCTAssertNil(Authority("https://contosob2c.b2clogin.com/contosob2c.onmicrosoft.com"), "B2C needs a policy")
+
+        let adfs = try XCTUnwrap(Authority("https://fs.contoso.example/adfs/"))
+        XCTAssertEqual(adfs.kind, .adfs)
+        XCTAssertEqual(adfs.discoveryBase, "https://fs.contoso.example/adfs")
+        XCTAssertEqual(Authority("https://idp.example.com/realms/main")?.kind, .oidc)
+    }
+
+    func testEntraShapedAuthoritiesOnOtherHosts() {
+        XCTAssertTrue(Authority("https://evil.example/common")!.looksLikeEntra)
+        XCTAssertTrue(Authority("https://evil.example/11111111-2222-3333-4444-555555555555")!.looksLikeEntra)
+        XCTAssertFalse(Authority("https://idp.example.com/realms/main")!.looksLikeEntra)
+        XCTAssertFalse(Authority("https://idp.example.com")!.looksLikeEntra)
+        XCTAssertFalse(Authority("https://evil.example/1111-2222")!.looksLikeEntra)
+    }
+
+    func testHomeTenantReplacesTheAlias() throws {
+        let common = try XCTUnwrap(Authority("https://login.microsoftonline.com/common"))
+        let home = common.withTenant("22222222-2222-2222-2222-222222222222")
+        XCTAssertEqual(home.url, "https://login.microsoftonline.com/22222222-2222-2222-2222-222222222222")
+        XCTAssertEqual(home.environment, "login.microsoftonline.com")
+        let oidc = try XCTUnwrap(Authority("https://idp.example.com/common"))
+        XCTAssertEqual(oidc.withTenant("x"), oidc, "only Entra authorities have tenants")
+    }
+
+    func testClaimsMergeWithCapabilities() throws {
+        XCTAssertNil(Claims.merged(challenge: nil, capabilities: []))
+        XCTAssertEqual(Claims.merged(challenge: #"{"id_token":{}}"#, capabilities: []), #"{"id_token":{}}"#)
+        let onlyCapabilities = try XCTUnwrap(Claims.merged(challenge: nil, capabilities: ["cp1"]))
+        XCTAssertEqual(try JSONReader.parse(onlyCapabilities),
+                       .object(JSONObject(["access_token": .object(JSONObject(["xms_cc": .object(JSONObject(["values": .array([.string("cp1")])]))]))])))
+        let challenge = #"{"access_token":{"nbf":{"essential":true,"value":"1700000000"}}}"#
+        let merged = try XCTUnwrap(Claims.merged(challenge: challenge, capabilities: ["cp1", "cp2"]))
+        guard case .object(let root) = try JSONReader.parse(merged), let accessToken = root["access_token"]?.objectValue else {
+            return XCTFail("not an object: \(merged)")
+        }
+        XCTAssertNotNil(accessToken["nbf"], "the challenge is kept")
+        XCTAssertEqual(accessToken["xms_cc"]?.objectValue?["values"], .array([.string("cp1"), .string("cp2")]))
+        XCTAssertEqual(Claims.merged(challenge: "not json", capabilities: ["cp1"]), "not json")
+    }
+}
