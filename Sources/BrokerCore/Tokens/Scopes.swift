@@ -22,10 +22,13 @@ public enum Scopes {
     }
 
     /// Requested scopes the IdP did not grant (case-insensitive). `email` counts as granted when not echoed,
-    /// as MSAL does; a response without `scope` grants the request.
+    /// as MSAL does; so does `<resource>/.default`, which the IdP answers with the permissions it stands for.
     public static func declined(requested: [String], granted: [String]) -> [String] {
         let grantedSet = Set(granted.map { $0.lowercased() })
-        return requested.filter { !grantedSet.contains($0.lowercased()) && $0.lowercased() != "email" }
+        return requested.filter {
+            let scope = $0.lowercased()
+            return !grantedSet.contains(scope) && scope != "email" && !scope.hasSuffix("/.default")
+        }
     }
 
     public static func split(_ text: String) -> [String] {

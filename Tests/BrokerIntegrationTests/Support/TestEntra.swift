@@ -1,0 +1,80 @@
+import Foundation
+import XCTest
+
+/// Our Entra emulator (Tests/entra, Python standard library) on 127.0.0.1; brokerd reaches it through
+/// `microsoft_base_url`, so the cache keeps `login.microsoftonline.com`.
+final class TestEntra {
+    static let famA = "aaaaaaaa-0000-0000-0000-00000000000a"
+    static let famB = "bbbbbbbb-0000-0000-0000-00000000000b"
+    static let nonFamily = "cccccccc-0000-0000-0000-00000000000c"
+    static let contoso = "11111111-1111-1111-1111-111111111111"
+    static let fabrikam = "22222222-2222-2222-2222-222222222222"
+    static let graph = "https://graph.microsoft.com/User.Read"
+
+    let directory = TemporaryDirectory("brokerd-entra")
+    let process: ChildProcess
+    let http: String
+
+    init() throws {
+        process = try ChildProcess("/usr/bin/python3", [TestIdP.root + "/Tests/entra/entra.py", "--state-dir", directory.path],
+                                   environment: ProcessInfo.processInfo.environment, logPath: directory.path + "/entra.log")
+        let ready = directory.path + "/ready.json"
+        let deadline = Date().addingTimeInterval(30)
+        while !FileManager.default.fileExists(atPath: ready) {
+            guard process.isRunning, Date() < deadline else {
+                let log = (try? String(contentsOfFile: directory.path + "/entra.log", encoding: .utf8)) ?? ""
+                throw NSError(domain: "TestEntra", code: 1, userInfo: [NSLocalizedDescriptionKey: "the emulator did not start: \(log)"])
+            }
+            usleep(50_000)
+        }
+        let info = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: ready))) as! [String: Any]
+        http = info["http"] as! String
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+        }
+    }
+
+    @discardableResult
+    func control(_ path: String, post: Bool = true) throws -> [String: Any] {
+        let result = try runCommand("/usr/bin/curl", ["-sS", "--max-time", "30"] + (post ? ["-X", "POST"] : []) + [http + path])
+        guard result.status == 0, let object = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] else {
+            throw NSError(domain: "TestEntra", code: 2, userInfo: [NSLocalizedDescriptionKey: "\(path): \(result.stdout) \(result.stderr)"])
+        }
+        return object
+    }
+
+    /// Token-endpoint requests as the emulator logged them (never with secrets).
+    func tokenRequests() throws -> [[String: Any]] {
+        let recent = try control("/test/requests?limit=500", post: false)["recent"] as? [[String: Any]] ?? []
+        return recent.filter { ($0["endpoint"] as? String) == "token" }
+    }
+
+    var brokerConfig: String {
+        """
+        microsoft_base_url = "\(http)"
+        allow_loopback_http = true
+        open_browser = "always"
+        interactive_timeout = 60
+        client_capabilities = ["cp1"]
+        """
+    }
+
+    /// Starts brokerd for the emulator; the browser follows the emulator's redirects for the user set with `signIn`.
+    func startBroker() throws -> Daemon {
+        let daemon = try Daemon(config: brokerConfig)
+        daemon.environment = ["BROWSER": TestIdP.fakeBrowser, "IDP_BROWSER_LOG": directory.path + "/browser.log"]
+        try daemon.start()
+        return daemon
+    }
+
+    /// Interactive sign-in of `user` for `client` through brokerctl (the emulator signs the next browser in as `user`).
+    func signIn(_ daemon: Daemon, user: String, client: String, authority: String = "https://login.microsoftonline.com/common",
+                scopes: [String] = [graph]) throws -> CommandResult {
+        try control("/test/next-signin?username=\(user)")
+        return try daemon.ctl(["login", "--client-id", client, "--authority", authority, "--json"] + scopes.flatMap { ["--scope", $0] })
+    }
+}
