@@ -5,6 +5,8 @@ public struct AcquireTokenSilentlyParams: Codable, Sendable {
     /// Default: the client's authority from the configuration (a profile with this client id, else `default_authority`).
     public var authority: String?
     public var scopes: [String]
+    /// ADAL-style: a resource instead of scopes, asked for as `<resource>/.default`.
+    public var resource: String?
     public var account: AccountReference
     public var forceRefresh: Bool?
     /// A claims challenge (JSON); bypasses the access-token cache.
@@ -12,10 +14,11 @@ public struct AcquireTokenSilentlyParams: Codable, Sendable {
     public var correlationId: String?
 
     public init(clientId: String, authority: String? = nil, scopes: [String], account: AccountReference,
-                forceRefresh: Bool? = nil, claims: String? = nil, correlationId: String? = nil) {
+                forceRefresh: Bool? = nil, claims: String? = nil, correlationId: String? = nil, resource: String? = nil) {
         self.clientId = clientId
         self.authority = authority
         self.scopes = scopes
+        self.resource = resource
         self.account = account
         self.forceRefresh = forceRefresh
         self.claims = claims
@@ -27,6 +30,8 @@ public struct AcquireTokenInteractivelyParams: Codable, Sendable {
     public var clientId: String
     public var authority: String?
     public var scopes: [String]
+    /// ADAL-style: a resource instead of scopes, asked for as `<resource>/.default`.
+    public var resource: String?
     public var extraScopesToConsent: [String]?
     public var loginHint: String?
     /// `login`, `consent`, `select_account`, `none` (sent to the IdP as is).
@@ -38,10 +43,11 @@ public struct AcquireTokenInteractivelyParams: Codable, Sendable {
 
     public init(clientId: String, authority: String? = nil, scopes: [String], extraScopesToConsent: [String]? = nil,
                 loginHint: String? = nil, prompt: String? = nil, claims: String? = nil, flow: String? = nil,
-                correlationId: String? = nil) {
+                correlationId: String? = nil, resource: String? = nil) {
         self.clientId = clientId
         self.authority = authority
         self.scopes = scopes
+        self.resource = resource
         self.extraScopesToConsent = extraScopesToConsent
         self.loginHint = loginHint
         self.prompt = prompt

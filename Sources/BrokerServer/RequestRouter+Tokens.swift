@@ -7,7 +7,8 @@ import OAuth
 extension RequestRouter {
     func acquireTokenSilently(_ p: AcquireTokenSilentlyParams) async throws -> [UInt8] {
         try Self.requireNonEmpty(p.clientId, "clientId")
-        let request = SilentTokenRequest(clientId: p.clientId, authority: p.authority, scopes: p.scopes,
+        let request = SilentTokenRequest(clientId: p.clientId, authority: p.authority,
+                                         scopes: Scopes.withResource(p.scopes, resource: p.resource),
                                          account: try Self.selector(p.account), forceRefresh: p.forceRefresh ?? false,
                                          claims: p.claims)
         let outcome = try await broker.acquireTokenSilently(request)
@@ -20,7 +21,8 @@ extension RequestRouter {
         guard let flow = InteractiveTokenRequest.Flow(rawValue: p.flow ?? "browser") else {
             throw RPCError.invalidParams("'flow' must be \"browser\" or \"deviceCode\"", reason: "invalidFlow")
         }
-        let request = InteractiveTokenRequest(clientId: p.clientId, authority: p.authority, scopes: p.scopes,
+        let request = InteractiveTokenRequest(clientId: p.clientId, authority: p.authority,
+                                              scopes: Scopes.withResource(p.scopes, resource: p.resource),
                                               extraScopesToConsent: p.extraScopesToConsent ?? [], loginHint: p.loginHint,
                                               prompt: p.prompt, claims: p.claims, flow: flow)
         let outcome = try await broker.acquireTokenInteractively(request) { prompt in
@@ -52,13 +54,23 @@ extension RequestRouter {
             source: outcome.source))
     }
 
+    /// msal-python's classification of a suberror: the ones an app cannot act on become "" (reference §3.1, §5.3);
+    /// basic_action, additional_action, message_only, consent_required, user_password_expired… are kept as they are.
+    static func classification(of suberror: String) -> String {
+        ["bad_token", "token_expired", "protection_policy_required", "client_mismatch", "device_authentication_failed"]
+            .contains(suberror) ? "" : suberror
+    }
+
     /// MSAL's codes with the OAuth detail in `data` (error, suberror, errorCodes, correlationId, claims, …).
     static func rpcError(_ failure: TokenFailure) -> RPCError {
         var data = JSONObject()
         if let oauth = failure.oauth {
             data["error"] = .string(oauth.error)
             if let v = oauth.errorDescription { data["errorDescription"] = .string(v) }
-            if let v = oauth.suberror { data["suberror"] = .string(v) }
+            if let v = oauth.suberror {
+                data["suberror"] = .string(v)
+                data["classification"] = .string(Self.classification(of: v))
+            }
             if !oauth.errorCodes.isEmpty { data["errorCodes"] = .array(oauth.errorCodes.map { .int($0) }) }
             if let v = oauth.correlationId { data["correlationId"] = .string(v) }
             if let v = oauth.claims { data["claims"] = .string(v) }

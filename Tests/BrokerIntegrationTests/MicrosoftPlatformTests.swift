@@ -181,4 +181,53 @@ final class MicrosoftPlatformTests: XCTestCase {
                                        authority: "https://login.windows.net/common")
         XCTAssertEqual(reverse.source, "cache")
     }
+
+    /// The mapping table (reference §5): each AADSTS error/suberror row to its code and classification.
+    func testEachSuberrorMapsAsMSALDoes() async throws {
+        let entra = try TestEntra()
+        let daemon = try entra.startBroker()
+        XCTAssertEqual(try entra.signIn(daemon, user: "bob@contoso.example", client: TestEntra.nonFamily).status, 0, daemon.log)
+        let rows: [(error: String, suberror: String?, status: Int, code: Int, classification: String?)] = [
+            ("invalid_grant", "token_expired", 400, -50002, ""),
+            ("invalid_grant", "client_mismatch", 400, -50002, ""),
+            ("unauthorized_client", "protection_policy_required", 400, -50004, ""),
+            ("invalid_grant", "consent_required", 400, -50002, "consent_required"),
+            ("interaction_required", "basic_action", 400, -50002, "basic_action"),
+            ("interaction_required", "additional_action", 400, -50002, "additional_action"),
+            ("invalid_grant", "message_only", 400, -50002, "message_only"),
+            ("invalid_grant", "user_password_expired", 400, -50002, "user_password_expired"),
+            ("invalid_client", nil, 401, -50006, nil),
+            ("invalid_scope", nil, 400, -50006, nil),
+            ("server_error", nil, 500, -50006, nil),
+            ("invalid_grant", "bad_token", 400, -50002, ""),
+        ]
+        for row in rows {
+            try entra.control("/test/fail-next?error=\(row.error)&status=\(row.status)&grant_type=refresh_token&count=2"
+                              + (row.suberror.map { "&suberror=\($0)" } ?? ""))
+            do {
+                _ = try await silent(daemon, client: TestEntra.nonFamily, account: "bob@contoso.example", forceRefresh: true)
+                XCTFail("\(row) did not fail")
+            } catch let BrokerClientError.rpc(error) {
+                XCTAssertEqual(error.code, row.code, "\(row): \(error)")
+                let data = error.data?.objectValue
+                if row.status < 500 { XCTAssertEqual(data?["error"], .string(row.error), "\(row)") }
+                XCTAssertEqual(data?["classification"]?.stringValue, row.classification, "\(row)")
+            }
+            try entra.control("/test/reset")
+        }
+        XCTAssertEqual(try decode(StatusResult.self, try daemon.ctl(["status", "--json"]).stdout).refreshTokens, 0,
+                       "only the bad_token row removed the refresh token")
+    }
+
+    func testResourceIsAskedForAsDefaultScope() async throws {
+        let entra = try TestEntra()
+        let daemon = try entra.startBroker()
+        XCTAssertEqual(try entra.signIn(daemon, user: "bob@contoso.example", client: TestEntra.famA).status, 0, daemon.log)
+        let result = try await BrokerConnection(socketPath: daemon.socket).call(.acquireTokenSilently, AcquireTokenSilentlyParams(
+            clientId: TestEntra.famA, authority: common, scopes: [], account: AccountReference("bob@contoso.example"),
+            resource: "https://management.core.windows.net/"), as: TokenResult.self)
+        XCTAssertTrue(result.grantedScopes.contains("https://management.core.windows.net//user_impersonation"))
+        let request = try XCTUnwrap(try entra.tokenRequests().last)
+        XCTAssertTrue((request["scope"] as? String ?? "").contains("https://management.core.windows.net//.default"), "\(request)")
+    }
 }

@@ -31,6 +31,13 @@ public enum Scopes {
         }
     }
 
+    /// ADAL-style callers name a resource; the v2 endpoint wants `<resource>/.default` — appended, never trimmed,
+    /// so a v1 resource ending in `/` gives the double slash it needs.
+    public static func withResource(_ scopes: [String], resource: String?) -> [String] {
+        guard let resource, !resource.isEmpty else { return scopes }
+        return scopes + [resource + "/.default"]
+    }
+
     public static func split(_ text: String) -> [String] {
         text.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
     }
