@@ -36,6 +36,9 @@ final class MicrosoftAuthorityTests: XCTestCase {
         XCTAssertFalse(Authority("https://idp.example.com/realms/main")!.looksLikeEntra)
         XCTAssertFalse(Authority("https://idp.example.com")!.looksLikeEntra)
         XCTAssertFalse(Authority("https://evil.example/1111-2222")!.looksLikeEntra)
+        let trusted = Authority("https://login.private.example/common", trustedHosts: ["login.private.example"])
+        XCTAssertEqual(trusted?.kind, .entra, "a trusted host is an Entra authority (v2.0 discovery, home tenant)")
+        XCTAssertEqual(trusted?.isTenantAlias, true)
     }
 
     func testHomeTenantReplacesTheAlias() throws {

@@ -21,7 +21,8 @@ public struct Authority: Sendable, Equatable {
     public var host: String { environment.split(separator: ":").first.map(String.init) ?? environment }
     public var isMicrosoftHost: Bool { Self.microsoftHosts.contains(host) }
 
-    public init?(_ text: String, b2cHosts: [String] = []) {
+    /// `trustedHosts`: hosts that serve Entra besides Microsoft's own (trusted_authority_hosts).
+    public init?(_ text: String, b2cHosts: [String] = [], trustedHosts: [String] = []) {
         let trimmed = Discovery.normalize(text.trimmingSpaces)
         guard let schemeEnd = trimmed.firstRange(of: "://") else { return nil }
         let scheme = trimmed[..<schemeEnd.lowerBound].lowercased()
@@ -42,7 +43,7 @@ public struct Authority: Sendable, Equatable {
             guard parts.count >= 2 else { return nil }
             tenant = parts[0]
             policy = parts[1].lowercased()
-        } else if Self.microsoftHosts.contains(host) {
+        } else if Self.microsoftHosts.contains(host) || trustedHosts.contains(host) {
             kind = .entra
             guard let first = path.first else { return nil }
             tenant = first

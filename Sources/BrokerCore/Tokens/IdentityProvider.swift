@@ -63,10 +63,10 @@ public final class IdentityProvider: Sendable {
         guard let text = requested ?? settings.clientAuthorities[clientId] ?? settings.defaultAuthority else {
             throw .invalidRequest("no authority: pass 'authority', or configure one for client \(clientId)", reason: "missingAuthority")
         }
-        guard let authority = Authority(text, b2cHosts: settings.b2cHosts) else {
+        guard let authority = Authority(text, b2cHosts: settings.b2cHosts, trustedHosts: settings.trustedAuthorityHosts) else {
             throw .invalidRequest("'\(text)' is not an authority URL (https://host/tenant)", reason: "invalidAuthority")
         }
-        if authority.looksLikeEntra, authority.kind == .oidc, !settings.trustedAuthorityHosts.contains(authority.host) {
+        if authority.looksLikeEntra, authority.kind == .oidc {
             throw .invalidRequest("authority validation failed: \(authority.host) is not a Microsoft identity platform host; "
                                   + "add it to trusted_authority_hosts if it is one", reason: "untrustedAuthority")
         }
