@@ -99,3 +99,38 @@ public actor Discovery {
         }
     }
 }
+
+/// Microsoft's instance discovery (`<base>/common/discovery/instance?api-version=1.1&authorization_endpoint=…`):
+/// which hosts are aliases of one cloud. Answers are kept for the discovery TTL; a failure is remembered briefly.
+public actor InstanceDiscovery {
+    private let transport: HTTPTransport
+    private let ttl: Int64
+    private let clock: @Sendable () -> Int64
+    private var cache: [String: (groups: [[String]], fetchedAt: Int64)] = [:]
+
+    public init(transport: HTTPTransport, ttlSeconds: Int64, clock: @escaping @Sendable () -> Int64) {
+        self.transport = transport
+        self.ttl = ttlSeconds
+        self.clock = clock
+    }
+
+    /// `networkBase`: where to ask (scheme://host[:port]); `host`: the cloud host the authorization endpoint names.
+    public func aliasGroups(networkBase: String, host: String) async -> [[String]] {
+        let key = networkBase + " " + host
+        if let hit = cache[key], clock() - hit.fetchedAt < ttl { return hit.groups }
+        let endpoint = "https://\(host)/common/oauth2/v2.0/authorize"
+        let url = Discovery.normalize(networkBase) + "/common/discovery/instance?api-version=1.1&authorization_endpoint="
+            + FormEncoding.escape(endpoint)
+        var groups: [[String]] = []
+        if let response = try? await transport.get(url), response.status == 200,
+           case .object(let root)? = try? JSONReader.parse(response.body) {
+            for entry in root["metadata"]?.arrayValue ?? [] {
+                let aliases = (entry.objectValue?["aliases"]?.arrayValue ?? []).compactMap(\.stringValue).map { $0.lowercased() }
+                if aliases.count > 1 { groups.append(aliases) }
+            }
+        }
+        // A failure is kept for a minute only, so a network hiccup does not stick for the whole TTL.
+        cache[key] = (groups, groups.isEmpty ? clock() - ttl + 60 : clock())
+        return groups
+    }
+}

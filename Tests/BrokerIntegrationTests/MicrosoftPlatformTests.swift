@@ -29,6 +29,10 @@ final class MicrosoftPlatformTests: XCTestCase {
         XCTAssertEqual(signedIn.account.username, "alice@contoso.example")
         XCTAssertEqual(signedIn.account.environment, "login.microsoftonline.com", "the cache keeps the real host")
 
+        // Instance discovery was asked about the cloud of the authority.
+        let all = try entra.control("/test/requests?limit=500", post: false)["recent"] as? [[String: Any]] ?? []
+        XCTAssertTrue(all.contains { ($0["endpoint"] as? String) == "instance_discovery" }, "\(all.map { $0["endpoint"] ?? "" })")
+
         // Family app B: silent, no user, with A's family refresh token.
         let b = try await silent(daemon, client: TestEntra.famB, account: "alice@contoso.example")
         XCTAssertEqual(b.source, "refresh")

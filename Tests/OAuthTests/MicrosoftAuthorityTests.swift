@@ -65,4 +65,23 @@ final class MicrosoftAuthorityTests: XCTestCase {
         XCTAssertEqual(accessToken["xms_cc"]?.objectValue?["values"], .array([.string("cp1"), .string("cp2")]))
         XCTAssertEqual(Claims.merged(challenge: "not json", capabilities: ["cp1"]), "not json")
     }
+
+    func testLearnedAliasesReindexTheCache() {
+        var cache = TokenCache()
+        for host in ["login.one.example", "login.two.example"] {
+            var token = CacheEntity()
+            token.set("credential_type", "RefreshToken")
+            token.set("secret", "fake-rt-\(host)")
+            token.set("home_account_id", "uid.utid")
+            token.set("environment", host)
+            token.set("client_id", "client")
+            cache.add(.refreshToken, token)
+        }
+        XCTAssertEqual(cache.find(.refreshToken, CacheQuery(environment: "login.one.example")).count, 1)
+        XCTAssertTrue(cache.learnAliases([["login.one.example", "login.two.example"]]))
+        XCTAssertEqual(cache.find(.refreshToken, CacheQuery(environment: "login.one.example")).count, 2)
+        XCTAssertEqual(cache.find(.refreshToken, CacheQuery(environment: "LOGIN.TWO.example")).count, 2)
+        XCTAssertFalse(cache.learnAliases([["login.one.example", "login.two.example"]]), "a known group changes nothing")
+        XCTAssertFalse(cache.learnAliases([["login.microsoftonline.com", "login.windows.net"]]))
+    }
 }

@@ -146,6 +146,26 @@ public struct TokenCache: Sendable {
         }
     }
 
+    /// Adds alias groups learned by instance discovery. When a group changes which hosts count as one
+    /// environment, the index is rebuilt (its environment buckets are keyed by the group). Returns whether it did.
+    @discardableResult
+    public mutating func learnAliases(_ groups: [[String]]) -> Bool {
+        var changed = false
+        for group in groups where !group.isEmpty {
+            // Hosts not yet counted as one environment (known groups come back unchanged and cost nothing).
+            if Set(group.map { aliases.canonical($0) }).count > 1 {
+                aliases.add(group)
+                changed = true
+            }
+        }
+        guard changed else { return false }
+        index = [:]
+        for (kind, section) in document.entries {
+            for (key, entity) in section { addToIndex(kind, key, entity) }
+        }
+        return true
+    }
+
     // MARK: Index maintenance
 
     private func indexValue(_ field: Field, _ value: String) -> String {

@@ -50,6 +50,7 @@ extension Broker {
     func acquireTokenSilently(_ request: SilentTokenRequest, countAsUse: Bool) async throws(TokenFailure) -> TokenOutcome {
         let idp = try identityProvider()
         var authority = try idp.authority(requested: request.authority, clientId: request.clientId)
+        await learnAliases(of: authority, idp: idp)
         let hid: String
         do { hid = try cache.resolve(request.account) } catch {
             switch error {
@@ -88,6 +89,14 @@ extension Broker {
                 return aging
             }
             throw error
+        }
+    }
+
+    /// Instance discovery's alias groups of an Entra cloud, so lookups match every alias's entries.
+    func learnAliases(of authority: Authority, idp: IdentityProvider) async {
+        let groups = await idp.aliasGroups(authority)
+        if !groups.isEmpty, cache.learnAliases(groups) {
+            logger.debug("learned host aliases", metadata: ["host": "\(authority.host)"])
         }
     }
 

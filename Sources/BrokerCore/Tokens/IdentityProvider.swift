@@ -44,6 +44,7 @@ public final class IdentityProvider: Sendable {
     public let settings: Settings
     public let transport: HTTPTransport
     public let discovery: Discovery
+    public let instances: InstanceDiscovery
     public let tokens: TokenClient
 
     public init(settings: Settings) throws {
@@ -51,6 +52,16 @@ public final class IdentityProvider: Sendable {
         transport = try HTTPTransport(settings: settings.http)
         discovery = Discovery(transport: transport, ttlSeconds: settings.discoveryTTLSeconds, clock: { Broker.now() })
         tokens = TokenClient(transport: transport)
+        instances = InstanceDiscovery(transport: transport, ttlSeconds: settings.discoveryTTLSeconds, clock: { Broker.now() })
+    }
+
+    /// The alias groups instance discovery gives for an Entra authority's cloud (empty for other kinds).
+    func aliasGroups(_ authority: Authority) async -> [[String]] {
+        guard authority.kind == .entra else { return [] }
+        let base = networkURL(authority.url)
+        guard let schemeEnd = base.firstRange(of: "://") else { return [] }
+        let hostEnd = base[schemeEnd.upperBound...].firstIndex(of: "/") ?? base.endIndex
+        return await instances.aliasGroups(networkBase: String(base[..<hostEnd]), host: authority.host)
     }
 
     public func shutdown() async {
