@@ -59,6 +59,8 @@ public actor Broker {
     // Token acquisition (Tokens/): the IdP side, shared refreshes, running interactive flows, subscribers.
     var identity: IdentityProvider?
     var refreshFlights: [String: Task<TokenOutcome, Error>] = [:]
+    /// Hosts whose aliases instance discovery was asked for.
+    var aliasLookups: Set<String> = []
     var interactiveFlows: [String: Task<InteractiveResult, Error>] = [:]
     var interactiveSlots: Set<String> = []
     var subscribers: [Int: AsyncStream<BrokerEvent>.Continuation] = [:]

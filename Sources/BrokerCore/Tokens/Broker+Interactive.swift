@@ -43,7 +43,7 @@ extension Broker {
                                           prompt: @escaping @Sendable (InteractionPrompt) async -> Void) async throws(TokenFailure) -> TokenOutcome {
         let idp = try identityProvider()
         let authority = try idp.authority(requested: request.authority, clientId: request.clientId)
-        await learnAliases(of: authority, idp: idp)
+        learnAliases(of: authority, idp: idp)
         let scopes = Scopes.requested(request.scopes)
         let slot = "\(request.clientId.lowercased())\n\((request.loginHint ?? "").lowercased())"
         guard interactiveSlots.insert(slot).inserted else {

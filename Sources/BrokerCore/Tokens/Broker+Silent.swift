@@ -50,7 +50,7 @@ extension Broker {
     func acquireTokenSilently(_ request: SilentTokenRequest, countAsUse: Bool) async throws(TokenFailure) -> TokenOutcome {
         let idp = try identityProvider()
         var authority = try idp.authority(requested: request.authority, clientId: request.clientId)
-        await learnAliases(of: authority, idp: idp)
+        learnAliases(of: authority, idp: idp)
         let hid: String
         do { hid = try cache.resolve(request.account) } catch {
             switch error {
@@ -92,11 +92,21 @@ extension Broker {
         }
     }
 
-    /// Instance discovery's alias groups of an Entra cloud, so lookups match every alias's entries.
-    func learnAliases(of authority: Authority, idp: IdentityProvider) async {
-        let groups = await idp.aliasGroups(authority)
+    /// Instance discovery's alias groups of an Entra cloud, so lookups match every alias's entries. Asked in the
+    /// background, once per host (again after a failed answer): a request never waits for it, and what is built in
+    /// already covers Microsoft's clouds.
+    func learnAliases(of authority: Authority, idp: IdentityProvider) {
+        guard authority.kind == .entra, aliasLookups.insert(authority.host).inserted else { return }
+        Task {
+            let groups = await idp.aliasGroups(authority)
+            await self.learned(groups, host: authority.host)
+        }
+    }
+
+    private func learned(_ groups: [[String]], host: String) {
+        if groups.isEmpty { aliasLookups.remove(host) }
         if !groups.isEmpty, cache.learnAliases(groups) {
-            logger.debug("learned host aliases", metadata: ["host": "\(authority.host)"])
+            logger.debug("learned host aliases", metadata: ["host": "\(host)"])
         }
     }
 
