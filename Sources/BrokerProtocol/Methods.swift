@@ -1,3 +1,5 @@
+import BrokerJSON
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -196,10 +198,13 @@ public struct Account: Codable, Sendable, Equatable {
     public var apps: [AppTokens]
     public var hiddenFrom: [String]
     public var signInRequired: Bool
+    /// The claims of the account's id_token in its home tenant (MSAL's `accountClaims`), when one is cached.
+    public var accountClaims: JSONValue?
 
     public init(homeAccountId: String, username: String, environment: String, realm: String, localAccountId: String?,
                 name: String?, authorityType: String?, tenantProfiles: [TenantProfile], apps: [AppTokens],
-                hiddenFrom: [String], signInRequired: Bool) {
+                hiddenFrom: [String], signInRequired: Bool, accountClaims: JSONValue? = nil) {
+        self.accountClaims = accountClaims
         self.homeAccountId = homeAccountId
         self.username = username
         self.environment = environment

@@ -1,3 +1,4 @@
+import BrokerJSON
 import BrokerCore
 import BrokerProtocol
 import Logging
@@ -199,7 +200,8 @@ final class RequestRouter: Sendable {
                 AppTokens(clientId: $0.clientId, familyId: $0.familyId, hasRefreshToken: $0.hasRefreshToken,
                           accessTokens: $0.accessTokens.map { AccessTokenInfo(scopes: $0.scopes, realm: $0.realm, expiresOn: $0.expiresOn) })
             },
-            hiddenFrom: summary.hiddenFrom, signInRequired: summary.signInRequired)
+            hiddenFrom: summary.hiddenFrom, signInRequired: summary.signInRequired,
+            accountClaims: summary.accountClaims.map(JSONValue.object))
     }
 
     static func wire(_ report: RemovalReport) -> RemovalResult {

@@ -28,6 +28,10 @@ final class MicrosoftPlatformTests: XCTestCase {
         XCTAssertEqual(signedIn.account.homeAccountId, "a1ce0000-0000-4000-8000-000000000001.\(TestEntra.contoso)")
         XCTAssertEqual(signedIn.account.username, "alice@contoso.example")
         XCTAssertEqual(signedIn.account.environment, "login.microsoftonline.com", "the cache keeps the real host")
+        let claims = try XCTUnwrap(signedIn.account.accountClaims?.objectValue, "accountClaims from the id_token")
+        XCTAssertEqual(claims["oid"], .string("a1ce0000-0000-4000-8000-000000000001"))
+        XCTAssertEqual(claims["tid"], .string(TestEntra.contoso))
+        XCTAssertEqual(claims["preferred_username"], .string("alice@contoso.example"))
 
         // Instance discovery was asked about the cloud of the authority.
         let all = try entra.control("/test/requests?limit=500", post: false)["recent"] as? [[String: Any]] ?? []

@@ -1,3 +1,4 @@
+import OAuth
 import BrokerJSON
 
 /// Account-level operations on the cache: listing, lookup, per-app removal, sign-out, import and export.
@@ -42,7 +43,7 @@ extension TokenCache {
             apps[client] = tokens
         }
         let hiddenFrom = state.hidden.filter { $0.value.contains(hid) }.map(\.key).sorted()
-        return AccountSummary(
+        var summary = AccountSummary(
             homeAccountId: primary.homeAccountId ?? hid,
             username: primary.username ?? "",
             environment: primary.environment ?? "",
@@ -62,6 +63,11 @@ extension TokenCache {
             hiddenFrom: hiddenFrom,
             signInRequired: state.signInRequired.contains(hid)
         )
+        // accountClaims: the id_token of the primary tenant profile (any client's; they carry the same user).
+        if let idToken = find(.idToken, CacheQuery(homeAccountId: hid, realm: primary.realm ?? "")).first?.entity.secret {
+            summary.accountClaims = try? JWTPayload.claims(of: idToken)
+        }
+        return summary
     }
 
     public enum LookupError: Error, Equatable, Sendable {

@@ -1,3 +1,5 @@
+import BrokerJSON
+
 /// An account as apps and `brokerctl` see it: one home account, with a profile per tenant it signed in to and
 /// the apps that hold tokens for it. Secrets never appear here.
 public struct AccountSummary: Sendable, Equatable {
@@ -33,6 +35,8 @@ public struct AccountSummary: Sendable, Equatable {
     /// Clients this account was removed from (per-app removal hides it from them).
     public var hiddenFrom: [String]
     public var signInRequired: Bool
+    /// The claims of the account's id_token in its home tenant (MSAL's accountClaims), when one is cached.
+    public var accountClaims: JSONObject? = nil
 }
 
 /// How a caller names an account: its homeAccountId, or (the ADAL migration path) its username.
