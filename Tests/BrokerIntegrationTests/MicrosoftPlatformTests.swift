@@ -238,4 +238,40 @@ final class MicrosoftPlatformTests: XCTestCase {
         let request = try XCTUnwrap(try entra.tokenRequests().last)
         XCTAssertTrue((request["scope"] as? String ?? "").contains("https://management.core.windows.net//.default"), "\(request)")
     }
+
+    /// A token-endpoint error that carries a claims challenge hands it to the app, which then signs in with it.
+    func testClaimsInATokenErrorReachTheCallerAndTheInteractiveRequest() async throws {
+        let entra = try TestEntra()
+        let daemon = try entra.startBroker()
+        XCTAssertEqual(try entra.signIn(daemon, user: "bob@contoso.example", client: TestEntra.famA).status, 0, daemon.log)
+        let challenge = #"{"access_token":{"capolids":{"essential":true,"values":["fake-policy"]}}}"#
+        try entra.control("/test/fail-next?error=interaction_required&suberror=basic_action&error_codes=50076"
+                          + "&grant_type=refresh_token&claims=" + percentEncoded(challenge))
+        var surfaced: String?
+        do {
+            _ = try await silent(daemon, client: TestEntra.famA, account: "bob@contoso.example", forceRefresh: true)
+        } catch let BrokerClientError.rpc(error) {
+            XCTAssertEqual(error.code, -50002)
+            surfaced = error.data?.objectValue?["claims"]?.stringValue
+        }
+        XCTAssertEqual(surfaced.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? NSDictionary },
+                       try JSONSerialization.jsonObject(with: Data(challenge.utf8)) as? NSDictionary)
+
+        // The app runs the interactive request with the challenge; it reaches the IdP with the capabilities.
+        try entra.control("/test/next-signin?username=bob@contoso.example")
+        let interactive = try await BrokerConnection(socketPath: daemon.socket).call(
+            .acquireTokenInteractively, AcquireTokenInteractivelyParams(clientId: TestEntra.famA, authority: common,
+                                                                        scopes: [TestEntra.graph], claims: surfaced),
+            as: TokenResult.self, timeoutSeconds: 60) { _, _ in }
+        XCTAssertEqual(interactive.source, "interactive")
+        let redeemed = try XCTUnwrap(try entra.tokenRequests().last)
+        let sent = try XCTUnwrap(redeemed["claims"])
+        let text = try sent as? String ?? String(decoding: JSONSerialization.data(withJSONObject: sent), as: UTF8.self)
+        XCTAssertTrue(text.contains("capolids") && text.contains("xms_cc"), text)
+    }
+}
+
+/// Percent-encoding for a query value.
+private func percentEncoded(_ text: String) -> String {
+    text.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? text
 }
