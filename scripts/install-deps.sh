@@ -4,11 +4,12 @@
 #   systemd         systemd-socket-activate and systemd-analyze (socket-activation test, unit verification)
 #   util-linux      setpriv (the peer-credential tests run a client as another user)
 #   python3-venv    the virtual environment of the test identity provider (Tests/idp)
-#   curl            the tests drive the test identity provider's control endpoints with it
+#   curl            the tests drive the test identity providers' control endpoints with it
+#   python3, openssl  the Entra emulator (Tests/entra: Python standard library, certificates made with openssl)
 # Only what is missing is installed; `apt-get update` runs only then.
 set -euo pipefail
 
-packages=(libsystemd-dev systemd util-linux python3-venv curl)
+packages=(libsystemd-dev systemd util-linux python3 python3-venv curl openssl)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
