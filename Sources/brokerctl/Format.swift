@@ -48,7 +48,7 @@ enum Format {
             var parts: [String] = []
             if app.hasRefreshToken { parts.append("refresh token" + (app.familyId.map { " (family \($0))" } ?? "")) }
             if !app.accessTokens.isEmpty {
-                let next = app.accessTokens.compactMap(\.expiresOn).filter { $0 > now }.min()
+                let next = app.accessTokens.compactMap(\.expiresOn).filter { $0 > now && $0 < now + 100 * 365 * 86_400 }.min()
                 var text = "\(app.accessTokens.count) access token\(app.accessTokens.count == 1 ? "" : "s")"
                 if let next { text += ", valid until \(clock(next)) (\(relative(next - now)))" } else { text += ", expired" }
                 parts.append(text)

@@ -168,3 +168,31 @@ final class AgingTokenTests: XCTestCase {
         XCTAssertEqual(aging.accessToken, renewed.accessToken)
     }
 }
+
+/// Timestamps in an imported cache can be anything; no value may crash the daemon.
+final class AbsurdTimestampTests: XCTestCase {
+    func testExtremeTimestampsInAnImportedCacheAreSurvived() async throws {
+        let daemon = try Daemon(config: "default_authority = \"http://127.0.0.1:9/tenant\"\nallow_loopback_http = true\n")
+        try daemon.start()
+        let hid = "fake-uid.fake-utid"
+        func token(_ secret: String, expires: String, refreshOn: String) -> String {
+            #"{"credential_type":"AccessToken","secret":"\#(secret)","home_account_id":"\#(hid)","environment":"127.0.0.1:9","client_id":"app","realm":"tenant","target":"s1 s2","cached_at":"\#(expires)","expires_on":"\#(expires)","extended_expires_on":"\#(expires)","refresh_on":"\#(refreshOn)"}"#
+        }
+        let document = """
+        {"AccessToken":{"a":\(token("fake-at-min", expires: "-9223372036854775808", refreshOn: "-9223372036854775808")),
+                        "b":\(token("fake-at-max", expires: "9223372036854775807", refreshOn: "9223372036854775807")),
+                        "c":\(token("fake-at-float", expires: "1e300", refreshOn: "-1e300"))},
+         "RefreshToken":{"r":{"credential_type":"RefreshToken","secret":"fake-rt","home_account_id":"\(hid)","environment":"127.0.0.1:9","client_id":"app","last_modification_time":"-9223372036854775808"}},
+         "Account":{"x":{"home_account_id":"\(hid)","environment":"127.0.0.1:9","realm":"tenant","username":"u@example.test","authority_type":"MSSTS"}}}
+        """
+        let imported = try daemon.ctl(["import", "-"], stdin: document)
+        XCTAssertEqual(imported.status, 0, imported.stderr + daemon.log)
+        for scope in ["s1", "s3"] {
+            _ = try? await BrokerConnection(socketPath: daemon.socket).call(.acquireTokenSilently, AcquireTokenSilentlyParams(
+                clientId: "app", scopes: [scope], account: AccountReference(hid)), as: TokenResult.self)
+        }
+        XCTAssertEqual(try daemon.ctl(["accounts"]).status, 0)
+        XCTAssertEqual(try daemon.ctl(["status"]).status, 0, "brokerd still serves: \(daemon.log)")
+        XCTAssertEqual(daemon.stop(), 0)
+    }
+}

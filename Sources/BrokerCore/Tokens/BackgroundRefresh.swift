@@ -123,13 +123,14 @@ extension Broker {
         let refreshTokens = cache.find(.refreshToken, CacheQuery(homeAccountId: use.homeAccountId, environment: authority.environment,
                                                                   clientId: use.clientId))
         guard let newest = refreshTokens.map({ $0.entity.lastModificationTime ?? 0 }).max() else { return false }
-        if now - newest >= settings.keepAliveSeconds { return true }
-        guard now - use.lastUsed <= settings.recentWindowSeconds else { return false }
+        // Comparisons keep the arithmetic on `now`: timestamps from an imported cache can be anything.
+        if newest <= now - settings.keepAliveSeconds { return true }
+        guard use.lastUsed >= now - settings.recentWindowSeconds else { return false }
         let scopes = Scopes.requested(use.scopes)
         let tokens = cache.find(.accessToken, CacheQuery(homeAccountId: use.homeAccountId, environment: authority.environment,
                                                           clientId: use.clientId, scopes: scopes.isEmpty ? nil : scopes))
         guard let best = tokens.max(by: { ($0.entity.expiresOn ?? 0) < ($1.entity.expiresOn ?? 0) })?.entity else { return true }
         if let refreshOn = best.refreshOn, refreshOn <= now { return true }
-        return (best.expiresOn ?? 0) - now < settings.renewAheadSeconds
+        return (best.expiresOn ?? 0) < now + settings.renewAheadSeconds
     }
 }

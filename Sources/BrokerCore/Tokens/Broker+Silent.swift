@@ -120,7 +120,7 @@ extension Broker {
                                                            clientId: clientId, scopes: scopes.isEmpty ? nil : scopes))
         // Realm: the account's tenant as stored; an authority that names a tenant must match it.
         let candidates = matches.filter { entry in
-            (entry.entity.expiresOn ?? 0) - now > expiryBufferSeconds
+            (entry.entity.expiresOn ?? 0) > now + expiryBufferSeconds  // no arithmetic on cached values: they can be anything
                 && (authority.tenant.isEmpty || realmMatches(entry.entity.realm, authority: authority, hid: hid))
         }
         guard let best = candidates.max(by: { ($0.entity.expiresOn ?? 0) < ($1.entity.expiresOn ?? 0) }) else { return nil }
