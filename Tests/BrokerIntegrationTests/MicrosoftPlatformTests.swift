@@ -93,6 +93,11 @@ final class MicrosoftPlatformTests: XCTestCase {
         let inContoso = try await silent(daemon, client: TestEntra.famA, account: "alice@contoso.example")
         XCTAssertEqual(inContoso.source, "cache")
         XCTAssertNotEqual(inFabrikam.accessToken, inContoso.accessToken)
+        // The tenant named by its domain finds the same token (the tenant id comes from its discovery document).
+        let byDomain = try await silent(daemon, client: TestEntra.famA, account: "alice@contoso.example",
+                                        authority: "https://login.microsoftonline.com/fabrikam.example")
+        XCTAssertEqual(byDomain.source, "cache")
+        XCTAssertEqual(byDomain.accessToken, inFabrikam.accessToken)
     }
 
     func testClaimsChallengeGoesToTheTokenEndpointWithCapabilities() async throws {

@@ -41,6 +41,13 @@ final class MicrosoftAuthorityTests: XCTestCase {
         XCTAssertEqual(trusted?.isTenantAlias, true)
     }
 
+    func testTenantIdInIssuer() {
+        XCTAssertEqual(Authority.tenantId(inIssuer: "https://login.microsoftonline.com/22222222-2222-2222-2222-222222222222/v2.0"),
+                       "22222222-2222-2222-2222-222222222222")
+        XCTAssertNil(Authority.tenantId(inIssuer: "https://login.microsoftonline.com/{tenantid}/v2.0"))
+        XCTAssertNil(Authority.tenantId(inIssuer: "https://idp.example.com/realms/main"))
+    }
+
     func testHomeTenantReplacesTheAlias() throws {
         let common = try XCTUnwrap(Authority("https://login.microsoftonline.com/common"))
         let home = common.withTenant("22222222-2222-2222-2222-222222222222")

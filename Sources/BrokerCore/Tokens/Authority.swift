@@ -79,6 +79,11 @@ public struct Authority: Sendable, Equatable {
         return replaced
     }
 
+    /// The tenant id in an Entra issuer (`https://host/<tenant id>/v2.0`), if it names one.
+    static func tenantId(inIssuer issuer: String) -> String? {
+        issuer.split(separator: "/").first(where: { isGUID(String($0)) }).map { String($0).lowercased() }
+    }
+
     static func isGUID(_ text: String) -> Bool {
         let groups = text.split(separator: "-", omittingEmptySubsequences: false)
         return groups.map(\.count) == [8, 4, 4, 4, 12] && groups.allSatisfy { $0.allSatisfy(\.isHexDigit) }

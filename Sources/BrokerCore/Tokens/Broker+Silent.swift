@@ -65,6 +65,12 @@ extension Broker {
         if authority.isTenantAlias, let homeTenant = hid.split(separator: ".").last, hid.contains(".") {
             authority = authority.withTenant(String(homeTenant))
         }
+        // A tenant named by its domain (…/contoso.example): tokens are filed under the tenant id, which the
+        // tenant's discovery document gives (cached); without it, the domain is used as it is.
+        if authority.kind == .entra, !authority.isTenantAlias, !Authority.isGUID(authority.tenant),
+           let metadata = try? await idp.metadata(authority), let tenantId = Authority.tenantId(inIssuer: metadata.issuer) {
+            authority = authority.withTenant(tenantId)
+        }
         let scopes = Scopes.requested(request.scopes)
         guard !scopes.isEmpty || !request.scopes.isEmpty else {
             throw .invalidRequest("'scopes' must name at least one scope", reason: "missingScopes")
