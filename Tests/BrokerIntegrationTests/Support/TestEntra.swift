@@ -11,41 +11,18 @@ final class TestEntra {
     static let fabrikam = "22222222-2222-2222-2222-222222222222"
     static let graph = "https://graph.microsoft.com/User.Read"
 
-    let directory = TemporaryDirectory("brokerd-entra")
-    let process: ChildProcess
+    let server: FixtureServer
     let http: String
+    var directory: TemporaryDirectory { server.directory }
 
     init() throws {
-        process = try ChildProcess("/usr/bin/python3", [TestIdP.root + "/Tests/entra/entra.py", "--state-dir", directory.path],
-                                   environment: ProcessInfo.processInfo.environment, logPath: directory.path + "/entra.log")
-        let ready = directory.path + "/ready.json"
-        let deadline = Date().addingTimeInterval(30)
-        while !FileManager.default.fileExists(atPath: ready) {
-            guard process.isRunning, Date() < deadline else {
-                let log = (try? String(contentsOfFile: directory.path + "/entra.log", encoding: .utf8)) ?? ""
-                throw NSError(domain: "TestEntra", code: 1, userInfo: [NSLocalizedDescriptionKey: "the emulator did not start: \(log)"])
-            }
-            usleep(50_000)
-        }
-        let info = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: ready))) as! [String: Any]
-        http = info["http"] as! String
-    }
-
-    deinit {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
-        }
+        server = try FixtureServer(name: "entra", command: ["/usr/bin/python3", TestIdP.root + "/Tests/entra/entra.py"],
+                                   environment: ProcessInfo.processInfo.environment)
+        http = server.http
     }
 
     @discardableResult
-    func control(_ path: String, post: Bool = true) throws -> [String: Any] {
-        let result = try runCommand("/usr/bin/curl", ["-sS", "--max-time", "30"] + (post ? ["-X", "POST"] : []) + [http + path])
-        guard result.status == 0, let object = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] else {
-            throw NSError(domain: "TestEntra", code: 2, userInfo: [NSLocalizedDescriptionKey: "\(path): \(result.stdout) \(result.stderr)"])
-        }
-        return object
-    }
+    func control(_ path: String, post: Bool = true) throws -> [String: Any] { try server.control(path, post: post) }
 
     /// Token-endpoint requests as the emulator logged them (never with secrets).
     func tokenRequests() throws -> [[String: Any]] {

@@ -11,11 +11,11 @@ final class TestIdP {
     }
     static var fakeBrowser: String { root + "/Tests/idp/fake_browser.py" }
 
-    let directory = TemporaryDirectory("brokerd-idp")
-    let process: ChildProcess
+    let server: FixtureServer
     let http: String
     let https: String
     let caFile: String
+    var directory: TemporaryDirectory { server.directory }
 
     /// Starts the IdP; `environment` sets lifetimes (ACCESS_TOKEN_EXPIRE_SECONDS, DEVICE_FLOW_INTERVAL, …).
     init(environment extra: [String: String] = [:]) throws {
@@ -25,31 +25,14 @@ final class TestIdP {
         var environment = ProcessInfo.processInfo.environment
         environment["DEVICE_FLOW_INTERVAL"] = "1"
         for (key, value) in extra { environment[key] = value }
-        process = try ChildProcess(Self.python, [Self.root + "/Tests/idp/serve.py", "--state-dir", directory.path],
-                                   environment: environment, logPath: directory.path + "/idp.log")
-        let ready = directory.path + "/ready.json"
-        let deadline = Date().addingTimeInterval(60)
-        while !FileManager.default.fileExists(atPath: ready) {
-            guard process.isRunning, Date() < deadline else {
-                let log = (try? String(contentsOfFile: directory.path + "/idp.log", encoding: .utf8)) ?? ""
-                throw NSError(domain: "TestIdP", code: 1, userInfo: [NSLocalizedDescriptionKey: "the test IdP did not start: \(log)"])
-            }
-            usleep(50_000)
-        }
-        let info = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: ready))) as! [String: Any]
-        http = info["http"] as! String
-        https = info["https"] as! String
-        caFile = info["ca"] as! String
+        server = try FixtureServer(name: "idp", command: [Self.python, Self.root + "/Tests/idp/serve.py"], environment: environment)
+        http = server.http
+        https = server.ready["https"] as? String ?? ""
+        caFile = server.ready["ca"] as? String ?? ""
     }
-
-    deinit { stop() }
 
     /// Stops the IdP (the "IdP down" case); idempotent.
-    func stop() {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, SIGTERM)
-        process.waitUntilExit()
-    }
+    func stop() { server.stop() }
 
     /// POSTs a form to the IdP's token endpoint, as a client other than brokerd would; returns the JSON answer.
     func tokenEndpoint(_ fields: [String: String]) throws -> [String: Any] {
@@ -58,16 +41,8 @@ final class TestIdP {
         return (try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]) ?? [:]
     }
 
-    /// POSTs to a test-control endpoint (`/test/…`) and returns the JSON answer.
     @discardableResult
-    func control(_ path: String, post: Bool = true) throws -> [String: Any] {
-        let result = try runCommand("/usr/bin/curl", ["-sS", "--max-time", "30"] + (post ? ["-X", "POST"] : []) + [http + path])
-        guard result.status == 0, let data = result.stdout.data(using: .utf8),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
-            throw NSError(domain: "TestIdP", code: 2, userInfo: [NSLocalizedDescriptionKey: "\(path): \(result.stdout) \(result.stderr)"])
-        }
-        return object
-    }
+    func control(_ path: String, post: Bool = true) throws -> [String: Any] { try server.control(path, post: post) }
 
     /// Token-endpoint requests of one grant type since the last reset.
     func tokenRequests(_ grantType: String) throws -> Int {
