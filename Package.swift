@@ -61,7 +61,12 @@ let package = Package(
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .target(name: "BrokerClient", dependencies: ["BrokerJSON", "BrokerProtocol"]),
+        // The client library apps link (MSAL-shaped PublicClientApplication) and brokerctl's only way to the daemon.
+        .target(name: "BrokerClient", dependencies: [
+            "BrokerJSON", "BrokerProtocol",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
         .executableTarget(name: "brokerd", dependencies: [
             "BrokerServer", "BrokerCore", "BrokerConfig", "BrokerProtocol", "Systemd",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -74,8 +79,17 @@ let package = Package(
             "BrokerClient", "BrokerProtocol", "BrokerJSON", "BrokerConfig",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
+        // Sample app (Examples/README.md): a profile viewer on BrokerClient; its SSO partner is Examples/python-mail-count.
+        .executableTarget(name: "profile-example", dependencies: [
+            "BrokerClient",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            .product(name: "NIOCore", package: "swift-nio"),
+        ], path: "Examples/swift-profile"),
         .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "BrokerJSON", "BrokerConfig", "BrokerProtocol"],
                     resources: [.copy("Fixtures")]),
+        // docs/openrpc.json against the Swift protocol types (MethodCatalog): a missing method or field fails.
+        .testTarget(name: "ProtocolTests", dependencies: ["BrokerProtocol", "BrokerJSON"]),
         .testTarget(name: "OAuthTests", dependencies: ["OAuth", "BrokerCore", "BrokerJSON"]),
         .testTarget(name: "BrokerIntegrationTests", dependencies: ["BrokerClient", "BrokerProtocol", "BrokerJSON"]),
     ]

@@ -1,18 +1,9 @@
 import BrokerJSON
 import BrokerProtocol
+import NIOCore
+import NIOPosix
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
-/// glibc's `struct ucred` (not visible from Swift): same layout.
-private struct PeerCredentials {
-    var pid: Int32 = 0
-    var uid: UInt32 = 0
-    var gid: UInt32 = 0
-}
-
-/// Why a call to brokerd did not produce a result.
+/// Why a call to brokerd did not produce a result (the transport's view; `BrokerError` is the app's).
 public enum BrokerClientError: Error, Sendable, CustomStringConvertible {
     /// Nothing answers on the socket (no daemon, or it is not socket-activated).
     case brokerNotRunning(socket: String, reason: String)
@@ -31,16 +22,20 @@ public enum BrokerClientError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// A connection to brokerd: JSON-RPC 2.0 requests over the Unix socket, one line each.
+/// A connection to brokerd: JSON-RPC 2.0 over the Unix socket, one request per line.
 ///
-/// Calls are serialized by the actor; the socket is opened on first use and reopened after a failure, so a
-/// restarted daemon is picked up by the next call.
+/// Calls share one connection and run concurrently (brokerd answers by id, in any order). The socket is opened on
+/// first use and reopened when brokerd has closed it, so a restarted daemon is picked up by the next call; a call
+/// that loses its connection before the answer is sent again once on a new one, except an interactive sign-in.
+/// An interactive sign-in gets a connection of its own: its prompts carry no request id.
 public actor BrokerConnection {
     public let socketPath: String
     private let timeoutSeconds: Int
-    private var fd: Int32 = -1
-    private var buffer: [UInt8] = []
+    private var shared: Channel?
     private var nextId = 1
+
+    /// A notification brokerd sent (`browserUrl`, `deviceCode`, or an event): method and raw params JSON.
+    public typealias NotificationHandler = @Sendable (_ method: String, _ params: [UInt8]) -> Void
 
     /// `socketPath` nil resolves like brokerd does: `$BROKERD_SOCKET`, else `$XDG_RUNTIME_DIR/brokerd/brokerd.sock`.
     public init(socketPath: String? = nil, timeoutSeconds: Int = 120) {
@@ -49,194 +44,136 @@ public actor BrokerConnection {
     }
 
     deinit {
-        if fd >= 0 { close(fd) }
+        shared?.close(promise: nil)
     }
 
     /// Calls `method` with `params` and decodes the result as `Result`.
-    public func call<Params: Encodable, Result: Decodable>(_ method: BrokerMethod, _ params: Params,
-                                                           as type: Result.Type) throws -> Result {
-        let paramsJSON: [UInt8]
-        do { paramsJSON = try ProtocolCoding.encode(params) } catch {
-            throw BrokerClientError.connection("cannot encode params: \(error)")
-        }
-        let resultJSON = try callRaw(method.rawValue, paramsJSON: paramsJSON)
-        do { return try ProtocolCoding.decode(type, from: resultJSON) } catch {
-            throw BrokerClientError.connection("unexpected \(method.rawValue) result: \(ProtocolCoding.describe(error))")
-        }
+    public func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(_ method: BrokerMethod, _ params: Params,
+                                                           as type: Result.Type) async throws -> Result {
+        let resultJSON = try await callRaw(method.rawValue, paramsJSON: try Self.encode(params))
+        return try Self.decode(type, resultJSON, method)
     }
 
-    public func call<Result: Decodable>(_ method: BrokerMethod, as type: Result.Type) throws -> Result {
-        try call(method, NoParams(), as: type)
+    public func call<Result: Decodable & Sendable>(_ method: BrokerMethod, as type: Result.Type) async throws -> Result {
+        try await call(method, NoParams(), as: type)
     }
 
-    /// A notification brokerd sent while a request ran (`browserUrl`, `deviceCode`): method and raw params JSON.
-    public typealias NotificationHandler = @Sendable (_ method: String, _ params: [UInt8]) -> Void
-
-    /// Calls `method`, handing notifications that arrive before the answer to `onNotification`. `timeoutSeconds`
-    /// bounds the wait for the answer (interactive sign-ins take minutes).
-    public func call<Params: Encodable, Result: Decodable>(_ method: BrokerMethod, _ params: Params, as type: Result.Type,
+    /// Calls `method` on a connection of its own, handing the notifications that arrive before the answer to
+    /// `onNotification`. `timeoutSeconds` bounds the wait for the answer (interactive sign-ins take minutes).
+    ///
+    /// When the calling task is cancelled, `onCancel` may ask brokerd to end the request and return true: the call
+    /// then waits for brokerd's answer. Otherwise the call ends at once with `CancellationError` and its connection
+    /// is closed (brokerd then cancels an interactive sign-in of that connection itself).
+    public func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(_ method: BrokerMethod, _ params: Params, as type: Result.Type,
                                                            timeoutSeconds: Int,
-                                                           onNotification: @escaping NotificationHandler) throws -> Result {
-        let paramsJSON: [UInt8]
-        do { paramsJSON = try ProtocolCoding.encode(params) } catch {
-            throw BrokerClientError.connection("cannot encode params: \(error)")
-        }
-        let resultJSON = try callRaw(method.rawValue, paramsJSON: paramsJSON, timeoutSeconds: timeoutSeconds,
-                                     onNotification: onNotification)
-        do { return try ProtocolCoding.decode(type, from: resultJSON) } catch {
-            throw BrokerClientError.connection("unexpected \(method.rawValue) result: \(ProtocolCoding.describe(error))")
-        }
+                                                           onNotification: @escaping NotificationHandler,
+                                                           onCancel: (@Sendable () -> Bool)? = nil) async throws -> Result {
+        let resultJSON = try await callRaw(method.rawValue, paramsJSON: try Self.encode(params),
+                                           timeoutSeconds: timeoutSeconds, onNotification: onNotification, onCancel: onCancel)
+        return try Self.decode(type, resultJSON, method)
     }
 
     /// Sends one request and returns the raw JSON of its result.
     public func callRaw(_ method: String, paramsJSON: [UInt8], timeoutSeconds: Int? = nil,
-                        onNotification: NotificationHandler? = nil) throws -> [UInt8] {
-        if fd >= 0, peerHasClosed() { disconnect() }
-        if fd < 0 { try connect() }
-        let id = nextId
-        nextId += 1
-        setReceiveTimeout(timeoutSeconds ?? self.timeoutSeconds)
-        defer { if fd >= 0, timeoutSeconds != nil { setReceiveTimeout(self.timeoutSeconds) } }
-        do {
-            try send(RPCEnvelope.request(id: id, method: method, paramsJSON: paramsJSON) + [0x0A])
-            while true {
-                let line = try readLine(timeoutSeconds: timeoutSeconds ?? self.timeoutSeconds)
-                switch try answer(in: line, for: id) {
-                case .result(let result): return result
-                case .notification(let name, let params): onNotification?(name, params)
-                case .other: continue
-                }
+                        onNotification: NotificationHandler? = nil,
+                        onCancel: (@Sendable () -> Bool)? = nil) async throws -> [UInt8] {
+        let timeout = TimeAmount.seconds(Int64(timeoutSeconds ?? self.timeoutSeconds))
+        if let onNotification {
+            let channel = try await open(onEvent: nil)
+            defer { channel.close(promise: nil) }
+            return try await send(method, paramsJSON, on: channel, timeout: timeout, onNotification: onNotification,
+                                  onCancel: onCancel)
+        }
+        let resendable = method != BrokerMethod.acquireTokenInteractively.rawValue
+        var attempt = 0
+        while true {
+            let channel = try await sharedChannel()
+            do {
+                return try await send(method, paramsJSON, on: channel, timeout: timeout, onNotification: nil)
+            } catch BrokerClientError.connection(let why) where attempt == 0 && resendable && !channel.isActive {
+                // brokerd went away between our check and its answer (a restart): once more, on a new connection.
+                _ = why
+                attempt += 1
             }
-        } catch let error as BrokerClientError {
-            if case .rpc = error {} else { disconnect() }
-            throw error
         }
     }
 
+    /// Subscribes to broker events on a connection of their own. The stream ends with an error when the connection
+    /// does (brokerd stopped): subscribe again to go on.
+    public func events(_ names: [String]? = nil) async throws -> AsyncThrowingStream<(method: String, params: [UInt8]), Error> {
+        let (stream, continuation) = AsyncThrowingStream<(method: String, params: [UInt8]), Error>.makeStream()
+        let channel = try await open(onEvent: { method, params in continuation.yield((method, params)) },
+                                     onClose: { error in continuation.finish(throwing: error) })
+        continuation.onTermination = { _ in channel.close(promise: nil) }
+        do {
+            _ = try await send(BrokerMethod.subscribe.rawValue, try Self.encode(SubscribeParams(events: names)), on: channel,
+                               timeout: .seconds(Int64(timeoutSeconds)), onNotification: nil)
+        } catch {
+            channel.close(promise: nil)
+            throw error
+        }
+        return stream
+    }
+
     public func disconnect() {
-        if fd >= 0 { close(fd) }
-        fd = -1
-        buffer.removeAll()
+        shared?.close(promise: nil)
+        shared = nil
     }
 
     // MARK: Wire
 
-    private enum Incoming {
-        case result([UInt8])
-        case notification(String, [UInt8])
-        case other
+    private func sharedChannel() async throws -> Channel {
+        if let shared, shared.isActive { return shared }
+        let channel = try await open(onEvent: nil)
+        shared = channel
+        return channel
     }
 
-    /// What `line` is to the caller waiting for request `id`.
-    private func answer(in line: [UInt8], for id: Int) throws -> Incoming {
-        var reader = JSONReader(line)
-        var answerId: JSONValue?, result: [UInt8]?, error: JSONValue?, notification: String?, params: [UInt8] = []
+    private func open(onEvent: NotificationHandler?,
+                      onClose: (@Sendable (BrokerClientError) -> Void)? = nil) async throws -> Channel {
+        let fd = try UnixSocket.connect(to: socketPath)
         do {
-            try reader.readObject { (key, reader) throws(JSONReadError) in
-                switch key {
-                case "id": answerId = try reader.readValue()
-                case "result": result = Array(line[try reader.readRawRange()])
-                case "error": error = try reader.readValue()
-                case "method": notification = try reader.readValue().stringValue ?? ""
-                case "params": params = Array(line[try reader.readRawRange()])
-                default: _ = try reader.readValue()
+            return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineDecoder()))
+                        try channel.pipeline.syncOperations.addHandler(RPCClientHandler(onEvent: onEvent, onClose: onClose))
+                    }
                 }
-            }
+                .withConnectedSocket(fd)
+                .get()
         } catch {
-            throw BrokerClientError.connection("brokerd sent invalid JSON: \(error)")
-        }
-        if let notification { return .notification(notification, params) }
-        if let error, let rpc = RPCError(json: error) {
-            // id null: the connection itself was refused (peer check, connection cap, oversized message).
-            if answerId == .int(id) || answerId == .null { throw BrokerClientError.rpc(rpc) }
-            return .other
-        }
-        guard answerId == .int(id) else { return .other }
-        guard let result else { throw BrokerClientError.connection("answer without result or error") }
-        return .result(result)
-    }
-
-    private func setReceiveTimeout(_ seconds: Int) {
-        var timeout = timeval(tv_sec: seconds, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    private func connect() throws {
-        let socketFD = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard socketFD >= 0 else { throw BrokerClientError.connection(String(cString: strerror(errno))) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let pathBytes = Array(socketPath.utf8)
-        guard pathBytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
-            close(socketFD)
-            throw BrokerClientError.brokerNotRunning(socket: socketPath, reason: "socket path too long")
-        }
-        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: pathBytes) }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                Glibc.connect(socketFD, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard result == 0 else {
-            let reason = String(cString: strerror(errno))
-            close(socketFD)
-            throw BrokerClientError.brokerNotRunning(socket: socketPath, reason: reason)
-        }
-        // Talk only to a brokerd of this user (or root's system service): whoever else listens there could hand
-        // out forged tokens or collect imported caches.
-        var credentials = PeerCredentials()
-        var length = socklen_t(MemoryLayout<PeerCredentials>.size)
-        guard getsockopt(socketFD, SOL_SOCKET, SO_PEERCRED, &credentials, &length) == 0 else {
-            close(socketFD)
-            throw BrokerClientError.connection("cannot read the peer credentials of \(socketPath)")
-        }
-        guard credentials.uid == getuid() || credentials.uid == 0 || getuid() == 0 else {
-            close(socketFD)
-            throw BrokerClientError.connection("\(socketPath) is served by uid \(credentials.uid), not by this user; refusing to use it")
-        }
-        fd = socketFD
-    }
-
-    /// Whether brokerd closed the open connection since the last call (it restarted, or closed an idle
-    /// connection): such a connection is replaced before a request is sent on it, never after.
-    private func peerHasClosed() -> Bool {
-        var entry = pollfd(fd: fd, events: Int16(POLLIN) | 0x2000 /* POLLRDHUP */, revents: 0)
-        guard poll(&entry, 1, 0) > 0 else { return false }
-        if entry.revents & (Int16(POLLHUP) | Int16(POLLERR) | 0x2000) != 0 { return true }
-        var byte: UInt8 = 0
-        return recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) == 0
-    }
-
-    private func send(_ bytes: [UInt8]) throws {
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw BrokerClientError.connection("send: \(String(cString: strerror(errno)))")
-            }
-            sent += n
+            throw BrokerClientError.connection("cannot set up the connection: \(error)")
         }
     }
 
-    private func readLine(timeoutSeconds: Int) throws -> [UInt8] {
-        while true {
-            if let newline = buffer.firstIndex(of: 0x0A) {
-                let line = Array(buffer[..<newline])
-                buffer.removeSubrange(...newline)
-                return line
-            }
-            var chunk = [UInt8](repeating: 0, count: 64 * 1024)
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK {
-                    throw BrokerClientError.connection("no answer within \(timeoutSeconds) s")
-                }
-                throw BrokerClientError.connection("receive: \(String(cString: strerror(errno)))")
-            }
-            if n == 0 { throw BrokerClientError.connection("brokerd closed the connection") }
-            buffer.append(contentsOf: chunk[0..<n])
+    private func send(_ method: String, _ paramsJSON: [UInt8], on channel: Channel, timeout: TimeAmount,
+                      onNotification: NotificationHandler?, onCancel: (@Sendable () -> Bool)? = nil) async throws -> [UInt8] {
+        let id = nextId
+        nextId += 1
+        let answer = channel.eventLoop.makePromise(of: [UInt8].self)
+        let call = OutgoingCall(id: id, line: RPCEnvelope.request(id: id, method: method, paramsJSON: paramsJSON),
+                                timeout: timeout, answer: answer, onNotification: onNotification)
+        channel.writeAndFlush(call).whenFailure { error in
+            answer.fail(BrokerClientError.connection("brokerd closed the connection (\(error))"))
+        }
+        return try await withTaskCancellationHandler {
+            try await answer.futureResult.get()
+        } onCancel: {
+            if onCancel?() == true { return }
+            channel.triggerUserOutboundEvent(AbandonCall(id: id), promise: nil)
+        }
+    }
+
+    private static func encode<Params: Encodable>(_ params: Params) throws -> [UInt8] {
+        do { return try ProtocolCoding.encode(params) } catch {
+            throw BrokerClientError.connection("cannot encode params: \(error)")
+        }
+    }
+
+    private static func decode<Result: Decodable>(_ type: Result.Type, _ json: [UInt8], _ method: BrokerMethod) throws -> Result {
+        do { return try ProtocolCoding.decode(type, from: json) } catch {
+            throw BrokerClientError.connection("unexpected \(method.rawValue) result: \(ProtocolCoding.describe(error))")
         }
     }
 }

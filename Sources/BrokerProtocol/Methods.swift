@@ -32,11 +32,14 @@ public enum BrokerNotification: String, CaseIterable, Sendable {
     case accountRemoved
     case signInRequired
     case statusChanged
+
+    /// What `subscribe` offers (the others are prompts of an interactive request).
+    public static let events: [BrokerNotification] = [.accountAdded, .accountRemoved, .signInRequired, .statusChanged]
 }
 
 /// Version of the wire contract. Additive changes (new methods, new optional fields) keep the major number;
 /// a client should ignore fields it does not know.
-public let brokerProtocolVersion = "1.1"
+public let brokerProtocolVersion = "1.2"
 public let brokerVersion = "0.1.0"
 
 // MARK: - Params

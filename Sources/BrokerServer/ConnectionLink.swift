@@ -5,6 +5,7 @@ import NIOConcurrencyHelpers
 final class ConnectionLink: Sendable {
     private let sender: @Sendable ([UInt8]) -> Void
     private let subscriptions = NIOLockedValueBox<(tasks: [Task<Void, Never>], closed: Bool)>(([], false))
+    private let closeActions = NIOLockedValueBox<(actions: [@Sendable () -> Void], closed: Bool)>(([], false))
 
     init(send: @escaping @Sendable ([UInt8]) -> Void) {
         sender = send
@@ -27,6 +28,18 @@ final class ConnectionLink: Sendable {
         return attached
     }
 
+    /// Runs `action` when the connection closes (at once if it already has): an interactive sign-in whose app went
+    /// away is canceled then, instead of holding its client's sign-in slot until the timeout.
+    /// (Kept until the connection closes: one small closure per sign-in started on it.)
+    func whenClosed(_ action: @escaping @Sendable () -> Void) {
+        let runNow = closeActions.withLockedValue { state -> Bool in
+            guard !state.closed else { return true }
+            state.actions.append(action)
+            return false
+        }
+        if runNow { action() }
+    }
+
     /// Subscribed connections are not closed for being idle.
     var hasSubscriptions: Bool { subscriptions.withLockedValue { !$0.tasks.isEmpty } }
 
@@ -37,5 +50,11 @@ final class ConnectionLink: Sendable {
             return state.tasks
         }
         for task in tasks { task.cancel() }
+        let actions = closeActions.withLockedValue { state -> [@Sendable () -> Void] in
+            state.closed = true
+            defer { state.actions.removeAll() }
+            return state.actions
+        }
+        for action in actions { action() }
     }
 }

@@ -15,8 +15,7 @@ extension RequestRouter {
         return try await encode(outcome, clientId: p.clientId, correlationId: p.correlationId)
     }
 
-    func acquireTokenInteractively(_ p: AcquireTokenInteractivelyParams,
-                                   notify: @escaping @Sendable ([UInt8]) -> Void) async throws -> [UInt8] {
+    func acquireTokenInteractively(_ p: AcquireTokenInteractivelyParams, link: ConnectionLink) async throws -> [UInt8] {
         try Self.requireNonEmpty(p.clientId, "clientId")
         guard let flow = InteractiveTokenRequest.Flow(rawValue: p.flow ?? "browser") else {
             throw RPCError.invalidParams("'flow' must be \"browser\" or \"deviceCode\"", reason: "invalidFlow")
@@ -25,18 +24,23 @@ extension RequestRouter {
                                               scopes: Scopes.withResource(p.scopes, resource: p.resource),
                                               extraScopesToConsent: p.extraScopesToConsent ?? [], loginHint: p.loginHint,
                                               prompt: p.prompt, claims: p.claims, flow: flow)
+        let broker = self.broker
         let outcome = try await broker.acquireTokenInteractively(request) { prompt in
             let message: [UInt8]?
+            let requestId: String
             switch prompt {
-            case .browser(let requestId, let url):
+            case .browser(let id, let url):
+                requestId = id
                 message = (try? ProtocolCoding.encode(BrowserURLNotification(requestId: requestId, url: url)))
                     .map { RPCEnvelope.notification(method: BrokerNotification.browserUrl.rawValue, paramsJSON: $0) }
-            case .deviceCode(let requestId, let userCode, let uri, let expiresIn, let text):
+            case .deviceCode(let id, let userCode, let uri, let expiresIn, let text):
+                requestId = id
                 message = (try? ProtocolCoding.encode(DeviceCodeNotification(
                     requestId: requestId, userCode: userCode, verificationUri: uri, expiresIn: expiresIn, message: text)))
                     .map { RPCEnvelope.notification(method: BrokerNotification.deviceCode.rawValue, paramsJSON: $0) }
             }
-            if let message { notify(message) }
+            if let message { link.send(message) }
+            link.whenClosed { Task { _ = await broker.cancelInteractiveFlow(requestId) } }
         }
         return try await encode(outcome, clientId: p.clientId, correlationId: p.correlationId)
     }
@@ -98,7 +102,7 @@ extension RequestRouter {
 }
 
 extension RequestRouter {
-    static let eventNames = ["accountAdded", "accountRemoved", "signInRequired", "statusChanged"]
+    static let eventNames = BrokerNotification.events.map(\.rawValue)
 
     /// Forwards the broker's events to this connection as notifications until it closes.
     func subscribe(_ p: SubscribeParams, link: ConnectionLink) async throws -> [UInt8] {

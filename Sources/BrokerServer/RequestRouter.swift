@@ -116,7 +116,7 @@ final class RequestRouter: Sendable {
                 return .success(try await acquireTokenSilently(try params(AcquireTokenSilentlyParams.self, request)))
             case .acquireTokenInteractively:
                 return .success(try await acquireTokenInteractively(try params(AcquireTokenInteractivelyParams.self, request),
-                                                                    notify: link.send))
+                                                                    link: link))
             case .cancelInteractiveFlow:
                 let p = try params(CancelInteractiveFlowParams.self, request)
                 let canceled = await broker.cancelInteractiveFlow(p.requestId)

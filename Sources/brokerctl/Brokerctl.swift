@@ -41,7 +41,11 @@ struct ConnectionOptions: ParsableArguments {
                                valueName: "path"))
     var socket: String?
 
-    func connect() -> BrokerConnection { BrokerConnection(socketPath: socket) }
+    func control() -> BrokerControl { BrokerControl(socketPath: socket) }
+
+    func application(clientId: String, authority: String?) -> PublicClientApplication {
+        PublicClientApplication(clientId: clientId, authority: authority, socketPath: socket)
+    }
 }
 
 struct OutputOptions: ParsableArguments {
@@ -60,21 +64,18 @@ enum ExitStatus {
 func withBroker<T>(_ body: () async throws -> T) async throws -> T {
     do {
         return try await body()
-    } catch let error as BrokerClientError {
+    } catch let error as BrokerError {
         switch error {
         case .brokerNotRunning(let socket, let reason):
             printError("brokerctl: brokerd is not running at \(socket) (\(reason)).")
             printError("hint: start it with 'systemctl --user start brokerd.socket' or run 'brokerd' in a terminal.")
             throw ExitCode(ExitStatus.notRunning)
-        case .rpc(let rpc) where rpc.code == RPCErrorCode.interactionRequired:
-            printError("brokerctl: \(rpc.message)")
+        case .interactionRequired(let detail):
+            printError("brokerctl: \(detail.message)")
             printError("hint: sign in again with 'brokerctl login' (same profile or --client-id).")
             throw ExitCode(ExitStatus.interactionRequired)
-        case .rpc(let rpc):
-            printError("brokerctl: \(rpc.message)")
-            throw ExitCode(ExitStatus.failed)
-        case .connection(let why):
-            printError("brokerctl: \(why)")
+        default:
+            printError("brokerctl: \(error)")
             throw ExitCode(ExitStatus.failed)
         }
     }

@@ -9,7 +9,7 @@ struct Status: AsyncParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
-        let status = try await withBroker { try await connection.connect().call(.getStatus, as: StatusResult.self) }
+        let status = try await withBroker { try await connection.control().status() }
         if output.json { return try printJSON(status) }
         print(Format.status(status))
     }
@@ -25,10 +25,10 @@ struct Accounts: AsyncParsableCommand {
 
     func run() async throws {
         let result = try await withBroker {
-            try await connection.connect().call(.getAccounts, GetAccountsParams(clientId: clientId), as: AccountsResult.self)
+            try await connection.control().accounts(clientId: clientId)
         }
-        if output.json { return try printJSON(result) }
-        print(Format.accounts(result.accounts, now: Format.now()))
+        if output.json { return try printJSON(AccountsResult(accounts: result)) }
+        print(Format.accounts(result, now: Format.now()))
     }
 }
 
@@ -44,8 +44,7 @@ struct Remove: AsyncParsableCommand {
 
     func run() async throws {
         let result = try await withBroker {
-            try await connection.connect().call(
-                .removeAccount, RemoveAccountParams(clientId: clientId, account: AccountReference(account)), as: RemovalResult.self)
+            try await connection.control().remove(account, clientId: clientId)
         }
         if output.json { return try printJSON(result) }
         var line = "Removed \(result.homeAccountId) from \(clientId): \(result.removedRefreshTokens) refresh, "
@@ -68,7 +67,7 @@ struct SignOut: AsyncParsableCommand {
 
     func run() async throws {
         let result = try await withBroker {
-            try await connection.connect().call(.signOut, SignOutParams(account: AccountReference(account)), as: RemovalResult.self)
+            try await connection.control().signOut(account)
         }
         if output.json { return try printJSON(result) }
         print("Signed out \(result.homeAccountId): \(result.removedRefreshTokens) refresh, \(result.removedAccessTokens) access, "
@@ -95,7 +94,7 @@ struct Import: AsyncParsableCommand {
             throw ExitCode(ExitStatus.failed)
         }
         let result = try await withBroker {
-            try await connection.connect().call(.importCache, ImportCacheParams(data: text), as: ImportResult.self)
+            try await connection.control().importCache(text)
         }
         if output.json { return try printJSON(result) }
         print("Imported \(file): \(result.added) new, \(result.replaced) replaced, \(result.keptNewer) kept (the broker's were newer); "
@@ -112,10 +111,8 @@ struct Export: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
-        let result = try await withBroker {
-            try await connection.connect().call(.exportCache, ExportCacheParams(), as: ExportResult.self)
-        }
-        do { try LocalFile.write(file, Array(result.data.utf8)) } catch {
+        let document = try await withBroker { try await connection.control().exportCache() }
+        do { try LocalFile.write(file, Array(document.utf8)) } catch {
             printError("brokerctl: \(error)")
             throw ExitCode(ExitStatus.failed)
         }
@@ -129,7 +126,7 @@ struct Version: AsyncParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
-        let result = try await withBroker { try await connection.connect().call(.getBrokerVersion, as: BrokerVersionResult.self) }
+        let result = try await withBroker { try await connection.control().version() }
         if output.json { return try printJSON(result) }
         print("brokerctl \(brokerVersion) (protocol \(brokerProtocolVersion))")
         print("brokerd \(result.version) (protocol \(result.protocolVersion))")

@@ -66,33 +66,23 @@ struct Login: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try target.resolve()
-        let params = AcquireTokenInteractivelyParams(
-            clientId: resolved.clientId, authority: resolved.authority, scopes: resolved.scopes, loginHint: loginHint,
-            prompt: prompt, flow: deviceCode ? "deviceCode" : "browser")
+        let app = connection.application(clientId: resolved.clientId, authority: resolved.authority)
         let result = try await withBroker {
-            try await connection.connect().call(.acquireTokenInteractively, params, as: TokenResult.self,
-                                                timeoutSeconds: 3600) { method, params in
-                Login.show(method, params)
-            }
+            try await app.acquireToken(scopes: resolved.scopes, flow: deviceCode ? .deviceCode : .browser, loginHint: loginHint,
+                                       prompt: prompt, onPrompt: Login.show)
         }
-        if output.json { return try printJSON(result) }
+        if output.json { return try printJSON(result.wire) }
         print("Signed in as \(result.account.username.isEmpty ? "(no username)" : result.account.username) "
-              + "(\(result.account.homeAccountId)) for \(resolved.clientId).")
+              + "(\(result.account.identifier)) for \(resolved.clientId).")
     }
 
     /// What the user must do, on stderr (stdout stays for the result).
-    static func show(_ method: String, _ params: [UInt8]) {
-        switch BrokerNotification(rawValue: method) {
-        case .browserUrl:
-            if let note = try? ProtocolCoding.decode(BrowserURLNotification.self, from: params) {
-                printError("To sign in, open this address in a browser (brokerd also tries to open it):\n\n  \(note.url)\n")
-            }
-        case .deviceCode:
-            if let note = try? ProtocolCoding.decode(DeviceCodeNotification.self, from: params) {
-                printError(note.message)
-            }
-        default:
-            break
+    @Sendable static func show(_ prompt: InteractivePrompt) {
+        switch prompt {
+        case .openBrowser(let url, _):
+            printError("To sign in, open this address in a browser (brokerd also tries to open it):\n\n  \(url)\n")
+        case .deviceCode(_, _, _, let message, _):
+            printError(message)
         }
     }
 }
@@ -111,14 +101,21 @@ struct Token: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try target.resolve()
-        let broker = connection.connect()
-        let chosen: String
+        let app = connection.application(clientId: resolved.clientId, authority: resolved.authority)
+        let chosen: BrokerAccount
         if let account {
-            chosen = account
+            let found = try await withBroker { () async throws -> BrokerAccount? in
+                if let byId = try await app.account(forIdentifier: account) { return byId }
+                return try await app.account(forUsername: account)
+            }
+            guard let found else {
+                printError("brokerctl: no account '\(account)' is signed in for \(resolved.clientId).")
+                printError("hint: brokerctl login \(target.profile ?? "--client-id \(resolved.clientId) --scope …")")
+                throw ExitCode(ExitStatus.interactionRequired)
+            }
+            chosen = found
         } else {
-            let visible = try await withBroker {
-                try await broker.call(.getAccounts, GetAccountsParams(clientId: resolved.clientId), as: AccountsResult.self)
-            }.accounts
+            let visible = try await withBroker { try await app.allAccounts() }
             guard let only = visible.first else {
                 printError("brokerctl: no account is signed in for \(resolved.clientId).")
                 printError("hint: brokerctl login \(target.profile ?? "--client-id \(resolved.clientId) --scope …")")
@@ -126,16 +123,15 @@ struct Token: AsyncParsableCommand {
             }
             guard visible.count == 1 else {
                 printError("brokerctl: \(visible.count) accounts are signed in for \(resolved.clientId); choose one with --account "
-                           + "(\(visible.map { $0.username.isEmpty ? $0.homeAccountId : $0.username }.joined(separator: ", "))).")
+                           + "(\(visible.map { $0.username.isEmpty ? $0.identifier : $0.username }.joined(separator: ", "))).")
                 throw ExitCode(ExitStatus.failed)
             }
-            chosen = only.homeAccountId
+            chosen = only
         }
-        let params = AcquireTokenSilentlyParams(clientId: resolved.clientId, authority: resolved.authority,
-                                                scopes: resolved.scopes, account: AccountReference(chosen),
-                                                forceRefresh: forceRefresh ? true : nil)
-        let result = try await withBroker { try await broker.call(.acquireTokenSilently, params, as: TokenResult.self) }
-        if output.json { return try printJSON(result) }
+        let result = try await withBroker {
+            try await app.acquireTokenSilent(scopes: resolved.scopes, account: chosen, forceRefresh: forceRefresh)
+        }
+        if output.json { return try printJSON(result.wire) }
         print(result.accessToken)
     }
 }

@@ -1,0 +1,87 @@
+import BrokerJSON
+import BrokerProtocol
+
+/// The broker as a whole, for tools that manage it (brokerctl, settings panels): status, every account, signing an
+/// account out everywhere, cache import and export, events. Apps use `PublicClientApplication`.
+public final class BrokerControl: Sendable {
+    let connection: BrokerConnection
+    private let compatibility = CompatibilityCheck()
+
+    public init(socketPath: String? = nil) {
+        connection = BrokerConnection(socketPath: socketPath)
+    }
+
+    public var socketPath: String { connection.socketPath }
+
+    /// brokerd's version, protocol version and methods. Works with any protocol version.
+    public func version() async throws(BrokerError) -> BrokerVersionResult {
+        do { return try await connection.call(.getBrokerVersion, as: BrokerVersionResult.self) } catch { throw BrokerError(error) }
+    }
+
+    public func status() async throws(BrokerError) -> StatusResult {
+        try await call(.getStatus, NoParams(), as: StatusResult.self)
+    }
+
+    /// Every account, or those `clientId` can see.
+    public func accounts(clientId: String? = nil) async throws(BrokerError) -> [Account] {
+        try await call(.getAccounts, GetAccountsParams(clientId: clientId), as: AccountsResult.self).accounts
+    }
+
+    /// Removes an account (named by home account id or username) from one app; see `PublicClientApplication.remove`.
+    public func remove(_ account: String, clientId: String) async throws(BrokerError) -> RemovalResult {
+        try await call(.removeAccount, RemoveAccountParams(clientId: clientId, account: AccountReference(account)),
+                       as: RemovalResult.self)
+    }
+
+    /// Signs the account out everywhere: every token of every app, and the account.
+    public func signOut(_ account: String) async throws(BrokerError) -> RemovalResult {
+        try await call(.signOut, SignOutParams(account: AccountReference(account)), as: RemovalResult.self)
+    }
+
+    /// Merges an MSAL unified cache document (JSON text) into the broker's cache.
+    public func importCache(_ document: String) async throws(BrokerError) -> ImportResult {
+        try await call(.importCache, ImportCacheParams(data: document), as: ImportResult.self)
+    }
+
+    /// The broker's cache as an MSAL unified cache document (JSON text with refresh tokens: keep it private).
+    public func exportCache() async throws(BrokerError) -> String {
+        try await call(.exportCache, ExportCacheParams(), as: ExportResult.self).data
+    }
+
+    /// Broker events (`accountAdded`, `accountRemoved`, `signInRequired`, `statusChanged`) as they happen. The
+    /// sequence ends with an error when brokerd stops.
+    public func events(_ names: [BrokerNotification]? = nil) async throws(BrokerError)
+        -> AsyncThrowingStream<BrokerEvent, Error> {
+        let raw: AsyncThrowingStream<(method: String, params: [UInt8]), Error>
+        do { raw = try await connection.events(names?.map(\.rawValue)) } catch { throw BrokerError(error) }
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    for try await (method, params) in raw {
+                        guard let kind = BrokerNotification(rawValue: method),
+                              let body = try? ProtocolCoding.decode(AccountEventNotification.self, from: params) else { continue }
+                        continuation.yield(BrokerEvent(kind: kind, homeAccountId: body.homeAccountId, clientId: body.clientId))
+                    }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: BrokerError(error))
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(_ method: BrokerMethod, _ params: Params,
+                                                    as type: Result.Type) async throws(BrokerError) -> Result {
+        try await compatibility.check(connection)
+        do { return try await connection.call(method, params, as: type) } catch { throw BrokerError(error) }
+    }
+}
+
+/// Something that happened in the broker.
+public struct BrokerEvent: Sendable, Equatable {
+    public var kind: BrokerNotification
+    public var homeAccountId: String?
+    /// Set on `signInRequired` and on a removal from one app.
+    public var clientId: String?
+}
