@@ -251,6 +251,43 @@ final class BrokerClientTests: XCTestCase {
         } catch BrokerError.connection {}
     }
 
+    func testTokensOfDifferentScopesDoNotEvictEachOther() async throws {
+        let idp = try TestIdP()
+        let daemon = try startBroker(idp)
+        let app = PublicClientApplication(clientId: testClient, socketPath: daemon.socket)
+        let account = try await app.acquireToken(scopes: ["user.read"], extraScopesToConsent: ["mail.read"]).account
+        // One token per resource scope; each carries openid/profile/offline_access too (as most IdPs send them).
+        let mail = try await app.acquireTokenSilent(scopes: ["mail.read"], account: account, forceRefresh: true)
+        let profile = try await app.acquireTokenSilent(scopes: ["user.read"], account: account, forceRefresh: true)
+        try idp.control("/test/reset-counters")
+        let mailAgain = try await app.acquireTokenSilent(scopes: ["mail.read"], account: account)
+        let profileAgain = try await app.acquireTokenSilent(scopes: ["user.read"], account: account)
+        XCTAssertEqual(mailAgain.source, .cache)
+        XCTAssertEqual(mailAgain.accessToken, mail.accessToken)
+        XCTAssertEqual(profileAgain.source, .cache)
+        XCTAssertEqual(profileAgain.accessToken, profile.accessToken)
+        XCTAssertEqual(try idp.tokenRequests("refresh_token"), 0)
+    }
+
+    func testTheSignInAsAnAsyncSequence() async throws {
+        let idp = try TestIdP()
+        let daemon = try startBroker(idp)
+        let app = PublicClientApplication(clientId: testClient, socketPath: daemon.socket)
+        var steps: [String] = []
+        var token: AuthenticationResult?
+        for try await step in app.acquireTokenEvents(scopes: ["mail.read"]) {
+            switch step {
+            case .prompt(.openBrowser(let url, _)): steps.append(url.hasPrefix(idp.http) ? "browser" : "wrong url")
+            case .prompt(.deviceCode): steps.append("device code")
+            case .completed(let result):
+                steps.append("completed")
+                token = result
+            }
+        }
+        XCTAssertEqual(steps, ["browser", "completed"])
+        XCTAssertEqual(token?.source, .interactive)
+    }
+
     func testEventsReachASubscriber() async throws {
         let idp = try TestIdP()
         let daemon = try startBroker(idp)

@@ -5,7 +5,8 @@
 
 Starts serve.py (with the same interpreter) in a temporary state dir, drives the
 code+PKCE, refresh, revocation and device flows over http and https, checks the
-/test/ control endpoints, and prints "N passed, M failed" (exit 1 on failure).
+protected resource API (/api/me, /api/mailfolders) and the /test/ control endpoints,
+and prints "N passed, M failed" (exit 1 on failure).
 """
 
 import base64
@@ -157,7 +158,7 @@ def refresh(client, client_id, refresh_token):
 
 
 def code_flow(client, client_id="brokerd-test-app-a",
-              scope="openid profile email offline_access mail.read", host="127.0.0.1"):
+              scope="openid profile email offline_access user.read mail.read", host="127.0.0.1"):
     redirect_uri = f"http://{host}:{free_port()}/"
     code, verifier, nonce = login_and_authorize(client, client_id, redirect_uri, scope)
     status, tokens = exchange(client, client_id, code, verifier, redirect_uri)
@@ -219,7 +220,8 @@ def test_code_flow(http, ready, jwks):
     check("id_token has email/preferred_username",
           claims.get("email") == "alice@example.test" and claims.get("preferred_username") == "alice")
     status, me = http.get_json("/api/me", {"Authorization": "Bearer " + tokens["access_token"]})
-    check("access token works at /api/me", status == 200 and me.get("username") == "alice", me)
+    check("access token works at /api/me",
+          status == 200 and me.get("username") == "alice" and me.get("name") == "Alice Anderson", me)
     status, info = http.get_json("/userinfo/", {"Authorization": "Bearer " + tokens["access_token"]})
     check("userinfo returns alice's sub", status == 200 and info.get("sub") == alice_sub, info)
 
@@ -306,7 +308,7 @@ def device_poll(http, device_code, client_id="brokerd-test-app-c"):
 
 
 def test_device_flow(http, ready):
-    status, start = device_start(http)
+    status, start = device_start(http, scope="openid offline_access files.read user.read")
     check("device authorization answers 200", status == 200, start)
     check("device response fields", all(k in start for k in (
         "device_code", "user_code", "verification_uri", "verification_uri_complete",
@@ -399,6 +401,65 @@ def test_control(http, ready):
     http.post_json("/test/config?access_token_expire_seconds=3600")
 
 
+def bearer(token):
+    return {"Authorization": "Bearer " + token}
+
+
+def test_resource_api(http):
+    """/api/me (user.read) and /api/mailfolders (mail.read): DOT's token and scope checks."""
+    status, headers, body = http.call("GET", "/api/mailfolders")
+    check("/api/mailfolders without a token: 401, bare Bearer challenge",
+          status == 401 and headers.get("WWW-Authenticate") == "Bearer"
+          and json.loads(body).get("error") == "invalid_token", (status, dict(headers), body))
+    status, headers, body = http.call("GET", "/api/mailfolders", headers=bearer("not-a-token"))
+    check("/api/mailfolders with an unknown token: 401 invalid_token",
+          status == 401 and 'error="invalid_token"' in headers.get("WWW-Authenticate", ""), (status, body))
+
+    profile_only, _ = code_flow(http, scope="openid offline_access user.read")
+    status, headers, body = http.call("GET", "/api/mailfolders", headers=bearer(profile_only["access_token"]))
+    check("/api/mailfolders with a token without mail.read: 403 insufficient_scope",
+          status == 403 and json.loads(body).get("error") == "insufficient_scope"
+          and 'error="insufficient_scope"' in headers.get("WWW-Authenticate", "")
+          and 'scope="mail.read"' in headers.get("WWW-Authenticate", ""), (status, dict(headers), body))
+    status, me = http.get_json("/api/me", bearer(profile_only["access_token"]))
+    check("/api/me with user.read: 200 with username, name, email",
+          status == 200 and me.get("username") == "alice" and me.get("name") == "Alice Anderson"
+          and me.get("email") == "alice@example.test", me)
+
+    mail_only, _ = code_flow(http, scope="openid offline_access mail.read")
+    status, body = http.get_json("/api/me", bearer(mail_only["access_token"]))
+    check("/api/me with a token without user.read: 403 insufficient_scope",
+          status == 403 and body.get("error") == "insufficient_scope", (status, body))
+    status, folders = http.get_json("/api/mailfolders", bearer(mail_only["access_token"]))
+    check("/api/mailfolders with mail.read: 200, alice's three folders",
+          status == 200 and folders.get("username") == "alice" and folders.get("count") == 3
+          and [(f["name"], f["messages"]) for f in folders.get("folders", [])]
+          == [("Inbox", 12), ("Archive", 40), ("Sent", 7)], (status, folders))
+
+    # A refresh narrowed to user.read gives a token that the mail API refuses.
+    status, narrow = http.post_json("/token/", {
+        "grant_type": "refresh_token", "refresh_token": profile_only["refresh_token"],
+        "client_id": "brokerd-test-app-a", "scope": "user.read"})
+    status, _, _ = http.call("GET", "/api/mailfolders", headers=bearer(narrow.get("access_token", "")))
+    check("refreshed token keeps its scope check (user.read only: 403)", status == 403, status)
+
+    status, _, _ = http.call("POST", "/revoke_token/", form={
+        "token": mail_only["access_token"], "token_type_hint": "access_token",
+        "client_id": "brokerd-test-app-a"})
+    status, _, body = http.call("GET", "/api/mailfolders", headers=bearer(mail_only["access_token"]))
+    check("/api/mailfolders with a revoked token: 401", status == 401, (status, body))
+
+    http.post_json("/test/config?access_token_expire_seconds=1")
+    try:
+        short, _ = code_flow(http, scope="openid mail.read")
+    finally:
+        http.post_json("/test/config?access_token_expire_seconds=3600")
+    time.sleep(1.2)
+    status, headers, body = http.call("GET", "/api/mailfolders", headers=bearer(short["access_token"]))
+    check("/api/mailfolders with an expired token: 401 invalid_token (expired)",
+          status == 401 and "expired" in json.loads(body).get("error_description", ""), (status, body))
+
+
 def test_https_flow(https, ready, jwks):
     tokens, nonce = code_flow(https, client_id="brokerd-test-app-b")
     _, claims, _, _ = jwt_parts(tokens["id_token"])
@@ -449,6 +510,7 @@ def main():
                            ("code flow", lambda: test_code_flow(http_client, ready, jwks)),
                            ("refresh", lambda: test_refresh(http_client)),
                            ("device flow", lambda: test_device_flow(http_client, ready)),
+                           ("resource api", lambda: test_resource_api(http_client)),
                            ("control", lambda: test_control(http_client, ready)),
                            ("https", lambda: test_https_flow(https_client, ready, jwks)),
                            ("keep-alive", lambda: test_keepalive(ready))]:

@@ -274,13 +274,36 @@ class _Call:
             pass
 
 
+# -32002 (too many connections, or the daemon is stopping as we connect) and -32004
+# (shutting down) mean the request was not run: a restarting brokerd (systemctl restart,
+# socket activation) answers them for a moment, so they are retried after these pauses.
+_RETRIED_CODES = (-32002, -32004)
+_RETRY_DELAYS = (0.1, 0.3, 1.0)
+
+
 def _call(socket_path: str, method: str, params: Mapping[str, Any], timeout: Optional[float],
           on_notification: Optional[Callable[[str, Dict[str, Any]], None]] = None) -> Dict[str, Any]:
     """Send one request and return its ``result``; raise :class:`BrokerError` on an error answer.
 
     Notifications are passed to ``on_notification(method, params)``; answers to
-    other ids (there should be none) are skipped.
+    other ids (there should be none) are skipped. Refusals that mean "not run, the
+    daemon is restarting" are retried a few times within ``timeout``.
     """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for delay in _RETRY_DELAYS + (None,):
+        remaining = None if deadline is None else deadline - time.monotonic()
+        try:
+            return _call_once(socket_path, method, params, remaining, on_notification)
+        except BrokerError as exc:
+            if exc.code not in _RETRIED_CODES or delay is None or (
+                    deadline is not None and time.monotonic() + delay >= deadline):
+                raise
+        time.sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def _call_once(socket_path: str, method: str, params: Mapping[str, Any], timeout: Optional[float],
+               on_notification: Optional[Callable[[str, Dict[str, Any]], None]]) -> Dict[str, Any]:
     request_id = _next_id()
     call = _Call(socket_path, timeout)
     try:
@@ -426,24 +449,33 @@ class PublicClientApplication:
 
     # -- tokens
 
-    def _token_params(self, scopes: Sequence[str], claims: Union[None, str, Mapping[str, Any]]) -> Dict[str, Any]:
+    def _token_params(self, scopes: Sequence[str], claims: Union[None, str, Mapping[str, Any]],
+                      resource: Optional[str], correlation_id: Optional[str]) -> Dict[str, Any]:
         params: Dict[str, Any] = {"clientId": self.client_id, "scopes": _scopes_list(scopes)}
         if self.authority:
             params["authority"] = self.authority
         claims_text = _claims_text(claims)
         if claims_text is not None:
             params["claims"] = claims_text
+        if resource:
+            params["resource"] = resource
+        if correlation_id:
+            params["correlationId"] = correlation_id
         return params
 
     def acquire_token_silent(self, scopes: Sequence[str], account: AccountArg, force_refresh: bool = False,
-                             claims: Union[None, str, Mapping[str, Any]] = None) -> Dict[str, Any]:
+                             claims: Union[None, str, Mapping[str, Any]] = None, resource: Optional[str] = None,
+                             correlation_id: Optional[str] = None) -> Dict[str, Any]:
         """A token from the cache or by refresh, without UI.
 
+        ``claims`` is a claims challenge (JSON text or a dict); it bypasses the access-token
+        cache. ``resource`` (ADAL style) adds ``<resource>/.default`` to the scopes.
+        ``correlation_id`` is echoed in the result.
         Returns the TokenResult dict (``accessToken``, ``expiresOn``, ``grantedScopes``,
         ``account``, ``source``...). Raises :class:`InteractionRequired` when only an
         interactive sign-in can help, or another :class:`BrokerError`.
         """
-        params = self._token_params(scopes, claims)
+        params = self._token_params(scopes, claims, resource, correlation_id)
         params["account"] = _account_reference(account)
         if force_refresh:
             params["forceRefresh"] = True
@@ -453,7 +485,8 @@ class PublicClientApplication:
                                   prompt: Optional[str] = None, claims: Union[None, str, Mapping[str, Any]] = None,
                                   on_prompt: Optional[PromptCallback] = None,
                                   extra_scopes_to_consent: Optional[Sequence[str]] = None,
-                                  timeout: Optional[float] = None) -> Dict[str, Any]:
+                                  timeout: Optional[float] = None, resource: Optional[str] = None,
+                                  correlation_id: Optional[str] = None) -> Dict[str, Any]:
         """Sign the user in with the browser (``flow="browser"``) or a device code (``flow="deviceCode"``).
 
         ``on_prompt(kind, params)`` is called for each ``browserUrl`` (params: ``url``,
@@ -463,9 +496,12 @@ class PublicClientApplication:
         (timeout, lost connection, ``KeyboardInterrupt``), the flow is canceled and the
         exception re-raised.
         ``timeout`` defaults to a bit over brokerd's maximum ``interactive_timeout``.
+        ``extra_scopes_to_consent``: more scopes to consent to now, so that later silent
+        requests for them need no UI (incremental consent). ``resource`` and
+        ``correlation_id`` as for :meth:`acquire_token_silent`.
         Returns the TokenResult dict (``source == "interactive"``).
         """
-        params = self._token_params(scopes, claims)
+        params = self._token_params(scopes, claims, resource, correlation_id)
         params["flow"] = flow
         if login_hint:
             params["loginHint"] = login_hint

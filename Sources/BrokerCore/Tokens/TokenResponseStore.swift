@@ -39,9 +39,12 @@ extension TokenCache {
         accessToken.setTimestamp("expires_on", after(response.expiresIn))
         accessToken.setTimestamp("extended_expires_on", after(response.extExpiresIn ?? response.expiresIn))
         accessToken.setTimestamp("refresh_on", response.refreshIn.map(after))
-        let grantedSet = Set(granted.map { $0.lowercased() })
+        // The OIDC scopes (openid, profile, offline_access) are in almost every token's scope: counting them as an
+        // overlap would make two apps' tokens of one client evict each other on every refresh.
+        func resourceScopes(_ scopes: [String]) -> Set<String> { Set(scopes.map { $0.lowercased() }).subtracting(Scopes.reserved) }
+        let grantedSet = resourceScopes(granted)
         for (key, old) in find(.accessToken, CacheQuery(homeAccountId: hid, environment: environment, clientId: clientId, realm: realm))
-        where !grantedSet.isDisjoint(with: old.target.map { $0.lowercased() }) {
+        where !grantedSet.isDisjoint(with: resourceScopes(old.target)) {
             remove(.accessToken, key: key)
         }
         add(.accessToken, accessToken)

@@ -15,6 +15,7 @@ enum Binaries {
 
     static var brokerd: String { directory + "/brokerd" }
     static var brokerctl: String { directory + "/brokerctl" }
+    static var profileExample: String { directory + "/profile-example" }
 }
 
 /// A temporary directory removed when the test ends.

@@ -31,7 +31,9 @@ urlpatterns = [
     path("", views.index),
     path("accounts/login/", views.TestLoginView.as_view(), name="login"),
     path("accounts/logout/", LogoutView.as_view(), name="logout"),
+    # Fake protected resources for the sample apps (Examples/): DOT checks token + scope.
     path("api/me", views.MeView.as_view()),
+    path("api/mailfolders", views.MailFoldersView.as_view()),
     # TEST-ONLY control endpoints (no authentication).
     path("test/requests", views.test_requests),
     path("test/reset-counters", views.test_reset_counters),

@@ -1,5 +1,6 @@
 """Our views: DOT subclasses (discovery, token, device authorization), a login page,
-a small protected API, and the TEST-ONLY control endpoints under /test/."""
+a small protected resource API (/api/me, /api/mailfolders), and the TEST-ONLY control
+endpoints under /test/."""
 
 import hashlib
 import json
@@ -15,9 +16,9 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 from oauth2_provider import views as dot
 from oauth2_provider.models import (
-    get_access_token_model, get_application_model, get_device_grant_model,
-    get_refresh_token_model)
+    get_application_model, get_device_grant_model, get_refresh_token_model)
 from oauth2_provider.settings import oauth2_settings
+from oauth2_provider.www_authenticate import build_bearer_challenge, challenge_status
 
 from idp import control
 from idp.validators import subject_for
@@ -142,25 +143,71 @@ def index(request):
     })
 
 
-class MeView(dot.ProtectedResourceView):
-    """GET /api/me with `Authorization: Bearer <access token>`: who the token is for.
-    Invalid or expired tokens get DOT's 401 with WWW-Authenticate."""
+class _ResourceView(dot.ScopedProtectedResourceView):
+    """Base of the fake resource API (/api/...): DOT validates the bearer token and
+    checks `required_scopes`, exactly as a real resource server built on DOT would.
+    A missing, unknown, revoked or expired token answers 401, a valid token without
+    the scope 403 `insufficient_scope` (RFC 6750 §3.1). DOT's own default for both is
+    a bare 403, which would not let a client tell "sign in again" from "ask for
+    consent", so the answer is built here with DOT's RFC 6750 helpers instead."""
+
+    def verify_request(self, request):
+        valid, oauthlib_request = super().verify_request(request)
+        if valid:  # DOT's validator put the AccessToken row there; keep it for get()
+            request.access_token = oauthlib_request.access_token
+        return valid, oauthlib_request
+
+    def unauthenticated_response(self, request, oauthlib_request=None):
+        error = dict(getattr(oauthlib_request, "oauth2_error", None) or {})
+        if error.get("error") == "insufficient_scope":
+            error["scope"] = " ".join(self.required_scopes)  # RFC 6750 §3: the scope that would do
+        # No error attribute in the challenge when no token came at all (RFC 6750 §3.1).
+        challenge = build_bearer_challenge(request, oauth2_error=error or None, resource_metadata_url=None)
+        body = {"error": error.get("error", "invalid_token")}
+        if error.get("error_description"):
+            body["error_description"] = str(error["error_description"])
+        if "scope" in error:
+            body["scope"] = error["scope"]
+        return JsonResponse(body, status=challenge_status(error),
+                            headers={"WWW-Authenticate": challenge, "Cache-Control": "no-store"})
+
+
+class MeView(_ResourceView):
+    """GET /api/me (scope user.read): who the token is for."""
+
+    required_scopes = ["user.read"]
 
     def get(self, request, *args, **kwargs):
-        token = get_access_token_model().objects.select_related("application").get(
-            token_checksum=_sha256(request.META["HTTP_AUTHORIZATION"].split(" ", 1)[1].strip()))
+        token = request.access_token
         return JsonResponse({
             "sub": subject_for(token.user),
             "username": token.user.get_username(),
+            "name": token.user.get_full_name(),
             "email": token.user.email,
             "client_id": token.application.client_id,
             "scope": token.scope,
             "expires_at": int(token.expires.timestamp()),
         })
 
-    def unauthenticated_response(self, request, oauthlib_request=None):
-        return JsonResponse({"error": "invalid_token"}, status=401,
-                            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'})
+
+# Fixed mail folders per user (name, message count): the fake data /api/mailfolders serves.
+MAIL_FOLDERS = {
+    "alice": [("Inbox", 12), ("Archive", 40), ("Sent", 7)],
+    "bob": [("Inbox", 3), ("Archive", 0), ("Sent", 1)],
+}
+DEFAULT_MAIL_FOLDERS = [("Inbox", 0), ("Archive", 0), ("Sent", 0)]
+
+
+class MailFoldersView(_ResourceView):
+    """GET /api/mailfolders (scope mail.read): the token user's fixed folder list."""
+
+    required_scopes = ["mail.read"]
+
+    def get(self, request, *args, **kwargs):
+        username = request.access_token.user.get_username()
+        folders = [{"name": name, "messages": count}
+                   for name, count in MAIL_FOLDERS.get(username, DEFAULT_MAIL_FOLDERS)]
+        return JsonResponse({"username": username, "count": len(folders), "folders": folders})
 
 
 # ------------------------------------------------------------------------------
