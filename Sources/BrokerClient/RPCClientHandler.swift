@@ -53,6 +53,7 @@ final class RPCClientHandler: ChannelDuplexHandler {
     }
 
     private var pending: [Int: Pending] = [:]
+    private var closed = false
     private let onEvent: BrokerConnection.NotificationHandler?
     private let onClose: (@Sendable (BrokerClientError) -> Void)?
 
@@ -64,6 +65,13 @@ final class RPCClientHandler: ChannelDuplexHandler {
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let call = unwrapOutboundIn(data)
         let id = call.id
+        promise?.succeed()
+        // A write can still reach this handler after channelInactive (the pipeline is torn down a moment later):
+        // nothing would ever answer it.
+        guard !closed, context.channel.isActive else {
+            call.answer.fail(BrokerClientError.connection("brokerd closed the connection"))
+            return
+        }
         let timeout = context.eventLoop.assumeIsolated().scheduleTask(in: call.timeout) { [weak self] in
             let seconds = call.timeout.nanoseconds / 1_000_000_000
             self?.finish(id, .failure(BrokerClientError.connection("no answer from brokerd within \(seconds) s")))
@@ -72,9 +80,11 @@ final class RPCClientHandler: ChannelDuplexHandler {
         var buffer = context.channel.allocator.buffer(capacity: call.line.count + 1)
         buffer.writeBytes(call.line)
         buffer.writeInteger(UInt8(0x0A))
-        // A failed write closes the channel, and channelInactive fails the call.
-        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
-        promise?.succeed()
+        let written = context.eventLoop.makePromise(of: Void.self)
+        written.futureResult.assumeIsolated().whenFailure { [weak self] error in
+            self?.finish(id, .failure(BrokerClientError.connection("brokerd closed the connection (\(error))")))
+        }
+        context.writeAndFlush(wrapOutboundOut(buffer), promise: written)
     }
 
     func triggerUserOutboundEvent(context: ChannelHandlerContext, event: Any, promise: EventLoopPromise<Void>?) {
@@ -107,6 +117,7 @@ final class RPCClientHandler: ChannelDuplexHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
+        closed = true
         failAll(.connection("brokerd closed the connection"))
         onClose?(.connection("brokerd closed the connection"))
         context.fireChannelInactive()
