@@ -78,3 +78,10 @@ public struct AuthenticationResult: Sendable {
 
     public init(_ wire: TokenResult) { self.wire = wire }
 }
+
+// A result printed or dumped for debugging must not show its tokens.
+extension AuthenticationResult: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String { wire.description }
+    public var debugDescription: String { wire.description }
+    public var customMirror: Mirror { wire.customMirror }
+}

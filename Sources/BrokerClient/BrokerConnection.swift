@@ -11,6 +11,8 @@ public enum BrokerClientError: Error, Sendable, CustomStringConvertible {
     case rpc(RPCError)
     /// The connection broke or brokerd sent something that is not a JSON-RPC answer.
     case connection(String)
+    /// brokerd speaks another major protocol version (checked on each new connection when asked to).
+    case incompatibleBroker(protocolVersion: String)
 
     public var description: String {
         switch self {
@@ -18,29 +20,53 @@ public enum BrokerClientError: Error, Sendable, CustomStringConvertible {
             return "brokerd is not running at \(socket) (\(reason))"
         case .rpc(let error): return error.message
         case .connection(let why): return "connection to brokerd failed: \(why)"
+        case .incompatibleBroker(let version):
+            return "brokerd speaks protocol \(version); this client speaks \(brokerProtocolVersion) (the major versions must match)"
         }
     }
+}
+
+/// How a call failed on the wire: whether sending it again could run it twice.
+enum WireFailure: Error {
+    /// The request never left: the connection was already closed.
+    case notSent(String)
+    /// The connection closed after the request was written and before its answer.
+    case lostAfterSending(String)
 }
 
 /// A connection to brokerd: JSON-RPC 2.0 over the Unix socket, one request per line.
 ///
 /// Calls share one connection and run concurrently (brokerd answers by id, in any order). The socket is opened on
-/// first use and reopened when brokerd has closed it, so a restarted daemon is picked up by the next call; a call
-/// that loses its connection before the answer is sent again once on a new one, except an interactive sign-in.
-/// An interactive sign-in gets a connection of its own: its prompts carry no request id.
+/// first use and reopened when brokerd has closed it, so a restarted daemon is picked up by the next call. A call
+/// that never left is sent again; one that lost its connection after leaving is sent again only when running it
+/// twice is harmless (reads and silent token requests); one refused because brokerd is stopping is sent again after
+/// a pause. An interactive sign-in gets a connection of its own: its prompts carry no request id.
 public actor BrokerConnection {
     public let socketPath: String
     private let timeoutSeconds: Int
+    private let checksProtocolVersion: Bool
     private var shared: Channel?
+    private var opening: Task<Channel, Error>?
     private var nextId = 1
 
     /// A notification brokerd sent (`browserUrl`, `deviceCode`, or an event): method and raw params JSON.
     public typealias NotificationHandler = @Sendable (_ method: String, _ params: [UInt8]) -> Void
+    /// Asked when the task of a call with its own connection is cancelled: a request (method, params JSON) to send
+    /// on that connection to end the call at brokerd, or nil to drop the connection at once.
+    public typealias CancelRequest = @Sendable () -> (method: String, paramsJSON: [UInt8])?
+
+    /// Methods that may run twice without harm, so a call that lost its connection may be sent again.
+    static let idempotent: Set<String> = [
+        BrokerMethod.getBrokerVersion, .getStatus, .getAccounts, .getAccount, .acquireTokenSilently, .exportCache,
+    ].reduce(into: []) { $0.insert($1.rawValue) }
 
     /// `socketPath` nil resolves like brokerd does: `$BROKERD_SOCKET`, else `$XDG_RUNTIME_DIR/brokerd/brokerd.sock`.
-    public init(socketPath: String? = nil, timeoutSeconds: Int = 120) {
+    /// With `checkProtocolVersion`, each new connection first asks `getBrokerVersion` and is refused
+    /// (`incompatibleBroker`) unless the major version is this library's.
+    public init(socketPath: String? = nil, timeoutSeconds: Int = 120, checkProtocolVersion: Bool = false) {
         self.socketPath = SocketLocation.resolve(explicit: socketPath)
         self.timeoutSeconds = timeoutSeconds
+        self.checksProtocolVersion = checkProtocolVersion
     }
 
     deinit {
@@ -49,7 +75,7 @@ public actor BrokerConnection {
 
     /// Calls `method` with `params` and decodes the result as `Result`.
     public func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(_ method: BrokerMethod, _ params: Params,
-                                                           as type: Result.Type) async throws -> Result {
+                                                                             as type: Result.Type) async throws -> Result {
         let resultJSON = try await callRaw(method.rawValue, paramsJSON: try Self.encode(params))
         return try Self.decode(type, resultJSON, method)
     }
@@ -59,15 +85,15 @@ public actor BrokerConnection {
     }
 
     /// Calls `method` on a connection of its own, handing the notifications that arrive before the answer to
-    /// `onNotification`. `timeoutSeconds` bounds the wait for the answer (interactive sign-ins take minutes).
+    /// `onNotification` (on a SwiftNIO thread: do not block in it). `timeoutSeconds` bounds the wait for the answer
+    /// (interactive sign-ins take minutes).
     ///
-    /// When the calling task is cancelled, `onCancel` may ask brokerd to end the request and return true: the call
-    /// then waits for brokerd's answer. Otherwise the call ends at once with `CancellationError` and its connection
-    /// is closed (brokerd then cancels an interactive sign-in of that connection itself).
-    public func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(_ method: BrokerMethod, _ params: Params, as type: Result.Type,
-                                                           timeoutSeconds: Int,
-                                                           onNotification: @escaping NotificationHandler,
-                                                           onCancel: (@Sendable () -> Bool)? = nil) async throws -> Result {
+    /// When the calling task is cancelled, `onCancel` may name a request that ends the call at brokerd (sent on the
+    /// same connection); the call then waits up to 5 s for brokerd's answer. Otherwise, or after those 5 s, the call
+    /// ends with `CancellationError` and its connection is closed (brokerd then cancels a sign-in of that connection).
+    public func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(
+        _ method: BrokerMethod, _ params: Params, as type: Result.Type, timeoutSeconds: Int,
+        onNotification: @escaping NotificationHandler, onCancel: CancelRequest? = nil) async throws -> Result {
         let resultJSON = try await callRaw(method.rawValue, paramsJSON: try Self.encode(params),
                                            timeoutSeconds: timeoutSeconds, onNotification: onNotification, onCancel: onCancel)
         return try Self.decode(type, resultJSON, method)
@@ -75,25 +101,32 @@ public actor BrokerConnection {
 
     /// Sends one request and returns the raw JSON of its result.
     public func callRaw(_ method: String, paramsJSON: [UInt8], timeoutSeconds: Int? = nil,
-                        onNotification: NotificationHandler? = nil,
-                        onCancel: (@Sendable () -> Bool)? = nil) async throws -> [UInt8] {
+                        onNotification: NotificationHandler? = nil, onCancel: CancelRequest? = nil) async throws -> [UInt8] {
         let timeout = TimeAmount.seconds(Int64(timeoutSeconds ?? self.timeoutSeconds))
         if let onNotification {
             let channel = try await open(onEvent: nil)
             defer { channel.close(promise: nil) }
-            return try await send(method, paramsJSON, on: channel, timeout: timeout, onNotification: onNotification,
-                                  onCancel: onCancel)
+            do {
+                return try await send(method, paramsJSON, on: channel, timeout: timeout, onNotification: onNotification,
+                                      onCancel: onCancel)
+            } catch let failure as WireFailure {
+                throw Self.public(failure)
+            }
         }
-        let resendable = method != BrokerMethod.acquireTokenInteractively.rawValue
         var attempt = 0
         while true {
+            attempt += 1
             let channel = try await sharedChannel()
             do {
                 return try await send(method, paramsJSON, on: channel, timeout: timeout, onNotification: nil)
-            } catch BrokerClientError.connection(let why) where attempt == 0 && resendable && !channel.isActive {
-                // brokerd went away between our check and its answer (a restart): once more, on a new connection.
-                _ = why
-                attempt += 1
+            } catch WireFailure.notSent(let why) {
+                if attempt >= 3 { throw BrokerClientError.connection(why) }
+            } catch WireFailure.lostAfterSending(let why) {
+                guard attempt == 1, Self.idempotent.contains(method) else { throw BrokerClientError.connection(why) }
+            } catch BrokerClientError.rpc(let refusal)
+                where attempt < 3 && [RPCErrorCode.shuttingDown, RPCErrorCode.tooManyConnections].contains(refusal.code) {
+                // Not run: brokerd is stopping (a restart) or full. Its successor, or a free slot, may take it.
+                try await Task.sleep(nanoseconds: attempt == 1 ? 200_000_000 : 1_000_000_000)
             }
         }
     }
@@ -110,11 +143,12 @@ public actor BrokerConnection {
                                timeout: .seconds(Int64(timeoutSeconds)), onNotification: nil)
         } catch {
             channel.close(promise: nil)
-            throw error
+            throw (error as? WireFailure).map(Self.public) ?? error
         }
         return stream
     }
 
+    /// Closes the shared connection (calls in flight on it fail); the next call opens a new one.
     public func disconnect() {
         shared?.close(promise: nil)
         shared = nil
@@ -124,7 +158,13 @@ public actor BrokerConnection {
 
     private func sharedChannel() async throws -> Channel {
         if let shared, shared.isActive { return shared }
-        let channel = try await open(onEvent: nil)
+        // Calls that arrive while the connection is being opened wait for that one instead of opening their own.
+        if let opening { return try await opening.value }
+        let task = Task { try await self.open(onEvent: nil) }
+        opening = task
+        defer { opening = nil }
+        let channel = try await task.value
+        shared?.close(promise: nil)
         shared = channel
         return channel
     }
@@ -132,8 +172,9 @@ public actor BrokerConnection {
     private func open(onEvent: NotificationHandler?,
                       onClose: (@Sendable (BrokerClientError) -> Void)? = nil) async throws -> Channel {
         let fd = try UnixSocket.connect(to: socketPath)
+        let channel: Channel
         do {
-            return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineDecoder()))
@@ -145,23 +186,61 @@ public actor BrokerConnection {
         } catch {
             throw BrokerClientError.connection("cannot set up the connection: \(error)")
         }
+        if checksProtocolVersion {
+            do {
+                let json = try await send(BrokerMethod.getBrokerVersion.rawValue, try Self.encode(NoParams()), on: channel,
+                                          timeout: .seconds(Int64(timeoutSeconds)), onNotification: nil)
+                let version = try Self.decode(BrokerVersionResult.self, json, .getBrokerVersion).protocolVersion
+                guard Self.major(version) == Self.major(brokerProtocolVersion) else {
+                    throw BrokerClientError.incompatibleBroker(protocolVersion: version)
+                }
+            } catch {
+                channel.close(promise: nil)
+                throw (error as? WireFailure).map(Self.public) ?? error
+            }
+        }
+        return channel
     }
 
     private func send(_ method: String, _ paramsJSON: [UInt8], on channel: Channel, timeout: TimeAmount,
-                      onNotification: NotificationHandler?, onCancel: (@Sendable () -> Bool)? = nil) async throws -> [UInt8] {
+                      onNotification: NotificationHandler?, onCancel: CancelRequest? = nil) async throws -> [UInt8] {
+        try Task.checkCancellation()
         let id = nextId
         nextId += 1
         let answer = channel.eventLoop.makePromise(of: [UInt8].self)
         let call = OutgoingCall(id: id, line: RPCEnvelope.request(id: id, method: method, paramsJSON: paramsJSON),
                                 timeout: timeout, answer: answer, onNotification: onNotification)
-        channel.writeAndFlush(call).whenFailure { error in
-            answer.fail(BrokerClientError.connection("brokerd closed the connection (\(error))"))
+        channel.writeAndFlush(call).whenFailure { _ in
+            answer.fail(WireFailure.notSent("brokerd closed the connection"))
         }
         return try await withTaskCancellationHandler {
             try await answer.futureResult.get()
         } onCancel: {
-            if onCancel?() == true { return }
-            channel.triggerUserOutboundEvent(AbandonCall(id: id), promise: nil)
+            guard let request = onCancel?() else {
+                channel.triggerUserOutboundEvent(AbandonCall(id: id), promise: nil)
+                return
+            }
+            // The cancel request shares the connection of the call it ends; its own answer is not awaited.
+            let cancelId = -id
+            let ignored = channel.eventLoop.makePromise(of: [UInt8].self)
+            channel.writeAndFlush(OutgoingCall(id: cancelId, line: RPCEnvelope.request(id: cancelId, method: request.method,
+                                                                                     paramsJSON: request.paramsJSON),
+                                               timeout: .seconds(5), answer: ignored, onNotification: nil)).whenFailure { _ in
+                ignored.fail(CancellationError())
+            }
+            channel.eventLoop.scheduleTask(in: .seconds(5)) {
+                channel.triggerUserOutboundEvent(AbandonCall(id: id), promise: nil)
+            }
+        }
+    }
+
+    static func major(_ version: String) -> Substring {
+        version.split(separator: ".", maxSplits: 1).first ?? ""
+    }
+
+    private static func `public`(_ failure: WireFailure) -> BrokerClientError {
+        switch failure {
+        case .notSent(let why), .lostAfterSending(let why): return .connection(why)
         }
     }
 

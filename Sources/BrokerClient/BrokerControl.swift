@@ -5,17 +5,23 @@ import BrokerProtocol
 /// account out everywhere, cache import and export, events. Apps use `PublicClientApplication`.
 public final class BrokerControl: Sendable {
     let connection: BrokerConnection
-    private let compatibility = CompatibilityCheck()
 
     public init(socketPath: String? = nil) {
-        connection = BrokerConnection(socketPath: socketPath)
+        connection = BrokerConnection(socketPath: socketPath, checkProtocolVersion: true)
     }
 
     public var socketPath: String { connection.socketPath }
 
-    /// brokerd's version, protocol version and methods. Works with any protocol version.
+    /// Closes the connection to brokerd now; a later call reopens it.
+    public func close() async {
+        await connection.disconnect()
+    }
+
+    /// brokerd's version, protocol version and methods. Works with any protocol version (on a connection that
+    /// skips the version check).
     public func version() async throws(BrokerError) -> BrokerVersionResult {
-        do { return try await connection.call(.getBrokerVersion, as: BrokerVersionResult.self) } catch { throw BrokerError(error) }
+        let unchecked = BrokerConnection(socketPath: connection.socketPath)
+        do { return try await unchecked.call(.getBrokerVersion, as: BrokerVersionResult.self) } catch { throw BrokerError(error) }
     }
 
     public func status() async throws(BrokerError) -> StatusResult {
@@ -52,6 +58,10 @@ public final class BrokerControl: Sendable {
     /// sequence ends with an error when brokerd stops.
     public func events(_ names: [BrokerNotification]? = nil) async throws(BrokerError)
         -> AsyncThrowingStream<BrokerEvent, Error> {
+        if let prompt = names?.first(where: { !BrokerNotification.events.contains($0) }) {
+            throw .invalidRequest(OAuthErrorDetail(message: "\(prompt.rawValue) is a prompt of a sign-in, not an event",
+                                                   code: RPCErrorCode.invalidParams))
+        }
         let raw: AsyncThrowingStream<(method: String, params: [UInt8]), Error>
         do { raw = try await connection.events(names?.map(\.rawValue)) } catch { throw BrokerError(error) }
         return AsyncThrowingStream { continuation in
@@ -73,7 +83,6 @@ public final class BrokerControl: Sendable {
 
     func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(_ method: BrokerMethod, _ params: Params,
                                                     as type: Result.Type) async throws(BrokerError) -> Result {
-        try await compatibility.check(connection)
         do { return try await connection.call(method, params, as: type) } catch { throw BrokerError(error) }
     }
 }

@@ -73,17 +73,21 @@ public enum BrokerError: Error, Sendable, CustomStringConvertible {
     case brokerNotRunning(socket: String, reason: String)
     /// brokerd speaks a protocol major version this library does not.
     case incompatibleBroker(protocolVersion: String)
-    /// The connection to brokerd failed, or it refused this connection (other user, too many connections, shutting
-    /// down).
+    /// brokerd did not run the request (-320xx): -32001 another user's socket, -32002 too many connections,
+    /// -32003 message too large, -32004 shutting down (already retried; try again later).
+    case brokerRefused(code: Int, message: String)
+    /// The connection to brokerd failed or brokerd answered something unreadable.
     case connection(String)
 
-    /// The MSAL code (-50002 …) or the JSON-RPC code; nil for faults that never reached brokerd.
+    /// The MSAL code (-50002 …) or the JSON-RPC code; nil for faults without one (no broker, broken connection).
+    /// `userCanceled` is always -50005, also when the app cancelled before brokerd saw the request.
     public var code: Int? {
         switch self {
         case .interactionRequired(let d), .serverProtectionPoliciesRequired(let d), .serverError(let d),
              .internal(let d), .invalidRequest(let d), .serverDeclinedScopes(_, _, let d):
             return d.code
         case .userCanceled: return RPCErrorCode.userCanceled
+        case .brokerRefused(let code, _): return code
         case .brokerNotRunning, .incompatibleBroker, .connection: return nil
         }
     }
@@ -95,7 +99,7 @@ public enum BrokerError: Error, Sendable, CustomStringConvertible {
              .internal(let d), .invalidRequest(let d), .serverDeclinedScopes(_, _, let d):
             return d
         case .userCanceled(let d): return d
-        case .brokerNotRunning, .incompatibleBroker, .connection: return nil
+        case .brokerNotRunning, .incompatibleBroker, .brokerRefused, .connection: return nil
         }
     }
 
@@ -105,6 +109,7 @@ public enum BrokerError: Error, Sendable, CustomStringConvertible {
         case .incompatibleBroker(let version):
             return "brokerd speaks protocol \(version); this client speaks \(brokerProtocolVersion) (same major version needed)"
         case .connection(let why): return "connection to brokerd failed: \(why)"
+        case .brokerRefused(let code, let message): return "brokerd refused the request: \(message) (\(code))"
         case .userCanceled(let d): return d?.message ?? "the sign-in was canceled"
         default: return detail?.message ?? "\(code ?? 0)"
         }
@@ -120,6 +125,8 @@ public enum BrokerError: Error, Sendable, CustomStringConvertible {
             self = .connection(why)
         case BrokerClientError.rpc(let rpc):
             self = BrokerError(rpc)
+        case BrokerClientError.incompatibleBroker(let version):
+            self = .incompatibleBroker(protocolVersion: version)
         case is CancellationError:
             self = .userCanceled(nil)
         default:
@@ -139,9 +146,9 @@ public enum BrokerError: Error, Sendable, CustomStringConvertible {
         case RPCErrorCode.userCanceled: self = .userCanceled(detail)
         case RPCErrorCode.serverError: self = .serverError(detail)
         case RPCErrorCode.brokerInternal, RPCErrorCode.internalError: self = .internal(detail)
-        case RPCErrorCode.permissionDenied, RPCErrorCode.tooManyConnections, RPCErrorCode.messageTooLarge,
-             RPCErrorCode.shuttingDown:
-            self = .connection(rpc.message)
+        // By range, for codes of later protocol versions (protocol.md, Versioning rule 3).
+        case -32099 ... -32000: self = .brokerRefused(code: rpc.code, message: rpc.message)
+        case -50099 ... -50000: self = .internal(detail)
         default: self = .invalidRequest(detail)
         }
     }

@@ -10,6 +10,18 @@ public enum InteractiveFlow: String, Sendable {
     case deviceCode
 }
 
+/// The OIDC `prompt` of an interactive sign-in (MSALPromptType).
+public enum PromptType: String, Sendable {
+    /// Ask for credentials even when the identity provider has a session.
+    case login
+    /// Ask for consent again.
+    case consent
+    /// Let the user pick among the identity provider's accounts.
+    case selectAccount = "select_account"
+    /// No UI at the identity provider (fails when it would need some).
+    case none
+}
+
 /// What the user must see during an interactive sign-in.
 public enum InteractivePrompt: Sendable, Equatable {
     /// Open `url` in a browser (brokerd tries `$BROWSER` / xdg-open too when a display is present).
@@ -48,7 +60,6 @@ public final class PublicClientApplication: Sendable {
     /// How long an interactive sign-in may take before the call gives up (brokerd has its own limit too).
     public let interactiveTimeoutSeconds: Int
     let connection: BrokerConnection
-    private let compatibility = CompatibilityCheck()
 
     /// `socketPath` nil finds brokerd as brokerctl does: `$BROKERD_SOCKET`, else
     /// `$XDG_RUNTIME_DIR/brokerd/brokerd.sock`.
@@ -57,7 +68,12 @@ public final class PublicClientApplication: Sendable {
         self.clientId = clientId
         self.authority = authority
         self.interactiveTimeoutSeconds = interactiveTimeoutSeconds
-        connection = BrokerConnection(socketPath: socketPath)
+        connection = BrokerConnection(socketPath: socketPath, checkProtocolVersion: true)
+    }
+
+    /// Closes the connection to brokerd now rather than when the application is released; a later call reopens it.
+    public func close() async {
+        await connection.disconnect()
     }
 
     /// The socket this application talks to.
@@ -77,20 +93,21 @@ public final class PublicClientApplication: Sendable {
     }
 
     /// Signs the user in (always involves the user). `onPrompt` gets the browser URL or the device code as soon as
-    /// brokerd has it. Cancelling the calling task cancels the sign-in.
+    /// brokerd has it; it runs on a SwiftNIO thread, so it must return quickly (hand the prompt to your UI).
+    /// Cancelling the calling task cancels the sign-in at brokerd; the call then throws `.userCanceled`.
     ///
-    /// `extraScopesToConsent` asks consent for scopes of other resources now, so that later silent calls for them
-    /// work without another prompt.
-    public func acquireToken(scopes: [String], flow: InteractiveFlow = .browser, extraScopesToConsent: [String] = [],
-                             loginHint: String? = nil, prompt: String? = nil, claims: String? = nil,
-                             authority: String? = nil, correlationId: String? = nil,
+    /// `account` preselects that account (its username is the login hint). `extraScopesToConsent` asks consent for
+    /// scopes of other resources now, so that later silent calls for them work without another prompt.
+    public func acquireToken(scopes: [String], flow: InteractiveFlow = .browser, account: BrokerAccount? = nil,
+                             extraScopesToConsent: [String] = [], loginHint: String? = nil, prompt: PromptType? = nil,
+                             claims: String? = nil, authority: String? = nil, correlationId: String? = nil,
                              onPrompt: @escaping @Sendable (InteractivePrompt) -> Void = { _ in })
         async throws(BrokerError) -> AuthenticationResult {
-        try await ensureCompatible()
+        let hint = loginHint ?? account.flatMap { $0.username.isEmpty ? nil : $0.username }
         let params = AcquireTokenInteractivelyParams(
             clientId: clientId, authority: authority ?? self.authority, scopes: scopes,
-            extraScopesToConsent: extraScopesToConsent.isEmpty ? nil : extraScopesToConsent, loginHint: loginHint,
-            prompt: prompt, claims: claims, flow: flow.rawValue, correlationId: correlationId)
+            extraScopesToConsent: extraScopesToConsent.isEmpty ? nil : extraScopesToConsent, loginHint: hint,
+            prompt: prompt?.rawValue, claims: claims, flow: flow.rawValue, correlationId: correlationId)
         let seen = PromptLog()
         do {
             let wire = try await connection.call(.acquireTokenInteractively, params, as: TokenResult.self,
@@ -98,16 +115,13 @@ public final class PublicClientApplication: Sendable {
                 guard let prompt = Self.prompt(method, json) else { return }
                 seen.record(prompt.requestId)
                 onPrompt(prompt)
-            } onCancel: { [connection] in
-                // Ask brokerd to stop waiting for the redirect (or the device code) and wait for its UserCanceled
-                // answer, so that the sign-in is over when this call returns. Before the first prompt there is no
-                // request id: the call's connection is closed instead, which cancels the sign-in too.
-                guard let requestId = seen.requestId else { return false }
-                Task {
-                    _ = try? await connection.call(.cancelInteractiveFlow, CancelInteractiveFlowParams(requestId: requestId),
-                                                   as: CancelInteractiveFlowResult.self)
-                }
-                return true
+            } onCancel: {
+                // With a request id, brokerd is asked to stop waiting for the redirect (or the device code) and
+                // answers UserCanceled, so that the sign-in is over when this call returns. Before the first prompt
+                // there is none: the connection is closed instead, which cancels the sign-in too.
+                guard let requestId = seen.requestId,
+                      let params = try? ProtocolCoding.encode(CancelInteractiveFlowParams(requestId: requestId)) else { return nil }
+                return (BrokerMethod.cancelInteractiveFlow.rawValue, params)
             }
             return AuthenticationResult(wire)
         } catch {
@@ -115,17 +129,19 @@ public final class PublicClientApplication: Sendable {
         }
     }
 
-    /// The same sign-in as an `AsyncSequence`: prompts as they come, then the result.
-    public func acquireTokenEvents(scopes: [String], flow: InteractiveFlow = .browser, extraScopesToConsent: [String] = [],
-                                   loginHint: String? = nil, prompt: String? = nil, claims: String? = nil)
-        -> AsyncThrowingStream<InteractiveEvent, Error> {
+    /// The same sign-in as an `AsyncSequence`: prompts as they come, then the result. Ending the iteration early
+    /// cancels the sign-in.
+    public func acquireTokenEvents(scopes: [String], flow: InteractiveFlow = .browser, account: BrokerAccount? = nil,
+                                   extraScopesToConsent: [String] = [], loginHint: String? = nil,
+                                   prompt promptType: PromptType? = nil, claims: String? = nil, authority: String? = nil,
+                                   correlationId: String? = nil) -> AsyncThrowingStream<InteractiveEvent, Error> {
         AsyncThrowingStream { continuation in
             let task = Task {
                 do {
-                    let result = try await acquireToken(scopes: scopes, flow: flow, extraScopesToConsent: extraScopesToConsent,
-                                                        loginHint: loginHint, prompt: prompt, claims: claims) { prompt in
-                        continuation.yield(.prompt(prompt))
-                    }
+                    let result = try await acquireToken(
+                        scopes: scopes, flow: flow, account: account, extraScopesToConsent: extraScopesToConsent,
+                        loginHint: loginHint, prompt: promptType, claims: claims, authority: authority,
+                        correlationId: correlationId) { step in continuation.yield(.prompt(step)) }
                     continuation.yield(.completed(result))
                     continuation.finish()
                 } catch {
@@ -175,12 +191,7 @@ public final class PublicClientApplication: Sendable {
 
     func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(_ method: BrokerMethod, _ params: Params,
                                                     as type: Result.Type) async throws(BrokerError) -> Result {
-        try await ensureCompatible()
         do { return try await connection.call(method, params, as: type) } catch { throw BrokerError(error) }
-    }
-
-    private func ensureCompatible() async throws(BrokerError) {
-        try await compatibility.check(connection)
     }
 
     static func prompt(_ method: String, _ json: [UInt8]) -> InteractivePrompt? {
@@ -210,26 +221,4 @@ private final class PromptLog: Sendable {
     private let id = Mutex<String?>(nil)
     func record(_ requestId: String) { id.withLock { $0 = requestId } }
     var requestId: String? { id.withLock { $0 } }
-}
-
-/// Asks brokerd once for its protocol version: a broker of another major version gets `.incompatibleBroker`
-/// instead of requests it might misread (docs/protocol.md, Versioning).
-actor CompatibilityCheck {
-    private var compatible = false
-
-    func check(_ connection: BrokerConnection) async throws(BrokerError) {
-        if compatible { return }
-        let version: BrokerVersionResult
-        do { version = try await connection.call(.getBrokerVersion, as: BrokerVersionResult.self) } catch {
-            throw BrokerError(error)
-        }
-        guard Self.major(version.protocolVersion) == Self.major(brokerProtocolVersion) else {
-            throw .incompatibleBroker(protocolVersion: version.protocolVersion)
-        }
-        compatible = true
-    }
-
-    static func major(_ version: String) -> Substring {
-        version.split(separator: ".", maxSplits: 1).first ?? ""
-    }
 }

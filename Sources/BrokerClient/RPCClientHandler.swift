@@ -69,7 +69,7 @@ final class RPCClientHandler: ChannelDuplexHandler {
         // A write can still reach this handler after channelInactive (the pipeline is torn down a moment later):
         // nothing would ever answer it.
         guard !closed, context.channel.isActive else {
-            call.answer.fail(BrokerClientError.connection("brokerd closed the connection"))
+            call.answer.fail(WireFailure.notSent("brokerd closed the connection"))
             return
         }
         let timeout = context.eventLoop.assumeIsolated().scheduleTask(in: call.timeout) { [weak self] in
@@ -82,7 +82,7 @@ final class RPCClientHandler: ChannelDuplexHandler {
         buffer.writeInteger(UInt8(0x0A))
         let written = context.eventLoop.makePromise(of: Void.self)
         written.futureResult.assumeIsolated().whenFailure { [weak self] error in
-            self?.finish(id, .failure(BrokerClientError.connection("brokerd closed the connection (\(error))")))
+            self?.finish(id, .failure(WireFailure.lostAfterSending("brokerd closed the connection (\(error))")))
         }
         context.writeAndFlush(wrapOutboundOut(buffer), promise: written)
     }
@@ -103,7 +103,8 @@ final class RPCClientHandler: ChannelDuplexHandler {
             finish(id, outcome)
         case .connectionRefused(let error):
             // id null: the connection itself was refused (peer check, connection cap, oversized message).
-            failAll(.rpc(error))
+            closed = true
+            failAll(BrokerClientError.rpc(error))
         case .notification(let method, let params):
             if let handler = pending.values.first(where: { $0.onNotification != nil })?.onNotification {
                 handler(method, params)
@@ -111,20 +112,22 @@ final class RPCClientHandler: ChannelDuplexHandler {
                 onEvent?(method, params)
             }
         case .invalid(let why):
-            failAll(.connection("brokerd sent invalid JSON: \(why)"))
+            closed = true
+            failAll(BrokerClientError.connection("brokerd sent invalid JSON: \(why)"))
             context.close(promise: nil)
         }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
         closed = true
-        failAll(.connection("brokerd closed the connection"))
+        failAll(WireFailure.lostAfterSending("brokerd closed the connection"))
         onClose?(.connection("brokerd closed the connection"))
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         failAll(error as? BrokerClientError ?? .connection("\(error)"))
+        closed = true
         context.close(promise: nil)
     }
 
@@ -134,7 +137,7 @@ final class RPCClientHandler: ChannelDuplexHandler {
         call.answer.completeWith(outcome)
     }
 
-    private func failAll(_ error: BrokerClientError) {
+    private func failAll(_ error: Error) {
         for id in Array(pending.keys) { finish(id, .failure(error)) }
     }
 

@@ -100,6 +100,25 @@ public struct TokenResult: Codable, Sendable, Equatable {
     }
 }
 
+// Printing or dumping a token result (logs, debuggers, test failures) must not show its tokens.
+extension TokenResult: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String {
+        "TokenResult(account: \(account.homeAccountId), scopes: \(grantedScopes), expiresOn: \(expiresOn), "
+            + "source: \(source), authority: \(authority), accessToken: <redacted>, idToken: \(idToken == nil ? "nil" : "<redacted>"))"
+    }
+
+    public var debugDescription: String { description }
+
+    public var customMirror: Mirror {
+        Mirror(self, children: [
+            "accessToken": "<redacted>", "tokenType": tokenType, "expiresOn": expiresOn,
+            "extendedExpiresOn": extendedExpiresOn, "refreshOn": refreshOn as Any, "grantedScopes": grantedScopes,
+            "idToken": idToken == nil ? "nil" : "<redacted>", "account": account, "authority": authority,
+            "correlationId": correlationId as Any, "source": source,
+        ])
+    }
+}
+
 /// `browserUrl` notification: the app may open the URL itself; brokerd also starts a browser when it can.
 public struct BrowserURLNotification: Codable, Sendable, Equatable {
     public var requestId: String

@@ -64,12 +64,19 @@ struct Login: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var output: OutputOptions
 
+    func validate() throws {
+        if let prompt, PromptType(rawValue: prompt) == nil {
+            throw ValidationError("--prompt must be login, consent, select_account or none")
+        }
+    }
+
     func run() async throws {
         let resolved = try target.resolve()
         let app = connection.application(clientId: resolved.clientId, authority: resolved.authority)
+        let promptType = prompt.flatMap(PromptType.init(rawValue:))
         let result = try await withBroker {
             try await app.acquireToken(scopes: resolved.scopes, flow: deviceCode ? .deviceCode : .browser, loginHint: loginHint,
-                                       prompt: prompt, onPrompt: Login.show)
+                                       prompt: promptType, onPrompt: Login.show)
         }
         if output.json { return try printJSON(result.wire) }
         print("Signed in as \(result.account.username.isEmpty ? "(no username)" : result.account.username) "

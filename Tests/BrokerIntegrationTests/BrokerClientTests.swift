@@ -162,11 +162,15 @@ final class BrokerClientTests: XCTestCase {
             return XCTFail("no device code prompt: \(waiting.all)")
         }
         XCTAssertTrue(message.contains(userCode) && uri.hasPrefix(idp.http), message)
+        // The shared connection is gone (closed for idleness, say): the cancel travels on the sign-in's own.
+        await app.close()
         signIn.cancel()
         do {
             _ = try await signIn.value
             XCTFail("a cancelled sign-in succeeded")
-        } catch BrokerError.userCanceled {}
+        } catch BrokerError.userCanceled(let detail) {
+            XCTAssertEqual(detail?.code, -50005, "brokerd itself answered UserCanceled")
+        }
         let status = try await BrokerControl(socketPath: daemon.socket).status()
         XCTAssertEqual(status.problems, [])
         // The broker is free for the next sign-in of this client (the cancelled one is over).
@@ -267,6 +271,33 @@ final class BrokerClientTests: XCTestCase {
         XCTAssertEqual(profileAgain.source, .cache)
         XCTAssertEqual(profileAgain.accessToken, profile.accessToken)
         XCTAssertEqual(try idp.tokenRequests("refresh_token"), 0)
+    }
+
+    func testConcurrentFirstCallsShareOneConnectionAndResultsHideTheirTokens() async throws {
+        let idp = try TestIdP()
+        let daemon = try startBroker(idp)
+        let app = PublicClientApplication(clientId: testClient, socketPath: daemon.socket)
+        let counts = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<8 { group.addTask { try await app.allAccounts().count } }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        XCTAssertEqual(counts, Array(repeating: 0, count: 8))
+        let status = try await BrokerControl(socketPath: daemon.socket).status()
+        XCTAssertEqual(status.connections, 2, "one for the app's eight first calls, one for this status call")
+
+        let result = try await app.acquireToken(scopes: ["mail.read"])
+        var dumped = ""
+        dump(result, to: &dumped)
+        for text in ["\(result)", String(reflecting: result), dumped, "\(result.wire)"] {
+            XCTAssertFalse(text.contains(result.accessToken), text)
+            XCTAssertTrue(text.contains("<redacted>"), text)
+        }
+        do {
+            _ = try await BrokerControl(socketPath: daemon.socket).events([.browserUrl])
+            XCTFail("a prompt was accepted as an event")
+        } catch .invalidRequest(let detail) {
+            XCTAssertEqual(detail.code, -32602)
+        }
     }
 
     func testTheSignInAsAnAsyncSequence() async throws {
