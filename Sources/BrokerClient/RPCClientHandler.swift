@@ -54,6 +54,9 @@ final class RPCClientHandler: ChannelDuplexHandler {
 
     private var pending: [Int: Pending] = [:]
     private var closed = false
+    /// brokerd's refusal of the whole connection (an error with id null), kept because it may arrive before any
+    /// request was written: every call of this connection fails with it, not with "closed".
+    private var refusal: RPCError?
     private let onEvent: BrokerConnection.NotificationHandler?
     private let onClose: (@Sendable (BrokerClientError) -> Void)?
 
@@ -68,6 +71,10 @@ final class RPCClientHandler: ChannelDuplexHandler {
         promise?.succeed()
         // A write can still reach this handler after channelInactive (the pipeline is torn down a moment later):
         // nothing would ever answer it.
+        if let refusal {
+            call.answer.fail(BrokerClientError.rpc(refusal))
+            return
+        }
         guard !closed, context.channel.isActive else {
             call.answer.fail(WireFailure.notSent("brokerd closed the connection"))
             return
@@ -104,6 +111,7 @@ final class RPCClientHandler: ChannelDuplexHandler {
         case .connectionRefused(let error):
             // id null: the connection itself was refused (peer check, connection cap, oversized message).
             closed = true
+            refusal = error
             failAll(BrokerClientError.rpc(error))
         case .notification(let method, let params):
             if let handler = pending.values.first(where: { $0.onNotification != nil })?.onNotification {
@@ -120,7 +128,7 @@ final class RPCClientHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         closed = true
-        failAll(WireFailure.lostAfterSending("brokerd closed the connection"))
+        failAll(refusal.map { BrokerClientError.rpc($0) } ?? WireFailure.lostAfterSending("brokerd closed the connection"))
         onClose?(.connection("brokerd closed the connection"))
         context.fireChannelInactive()
     }

@@ -90,7 +90,9 @@ final class RawClient: @unchecked Sendable {
 
     /// Sends one line and returns the first answer as an object.
     func call(_ line: String) throws -> [String: Any] {
-        try send(line + "\n")
+        do { try send(line + "\n") } catch Failure.io(let code) where code == EPIPE || code == ECONNRESET {
+            // brokerd may refuse a connection (and close it) before reading a byte: its answer is already here.
+        }
         guard let object = try readJSON() as? [String: Any] else { throw Failure.closed }
         return object
     }
