@@ -6,10 +6,14 @@
 #   python3-venv    the virtual environment of the test identity provider (Tests/idp)
 #   curl            the tests drive the test identity providers' control endpoints with it
 #   python3, openssl  the Entra emulator (Tests/entra: Python standard library, certificates made with openssl)
+#   make, binutils  the release build (Makefile; strip) and the packaging tests (readelf)
+#   debhelper, dpkg-dev, lintian  the .deb (dpkg-buildpackage with dh, compat 13) and its check (scripts/package.sh)
+#   rpm             rpmbuild for the .rpm, and rpm -qp to list it
+#   man-db          man -l renders the installed man pages (packaging tests)
 # Only what is missing is installed; `apt-get update` runs only then.
 set -euo pipefail
 
-packages=(libsystemd-dev systemd util-linux python3 python3-venv curl openssl)
+packages=(libsystemd-dev systemd util-linux python3 python3-venv curl openssl make binutils debhelper dpkg-dev lintian rpm man-db)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

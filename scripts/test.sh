@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Sets up and runs the whole test suite: build dependencies, the test identity provider's Python venv
-# (django-oauth-toolkit, Tests/idp), the systemd unit check, then every XCTest (unit tests; integration tests that
-# drive the real brokerd binary against the real test IdP).
+# (django-oauth-toolkit, Tests/idp), the release packages (.deb, .rpm), the systemd unit check, then every XCTest
+# (unit tests; integration tests that drive the real brokerd binary against the real test IdP; packaging tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash Tests/idp/setup.sh .build/idp-venv
 export BROKERD_IDP_PYTHON="$PWD/.build/idp-venv/bin/python"
+
+# The release binaries, built once (.build-release, static Swift runtime), and the .deb and .rpm made from them;
+# PackagingTests install the .deb for real and compare the .rpm with it.
+bash scripts/package.sh
+export BROKERD_PACKAGES_DIR="$PWD/.build-release/packages"
 
 swift build --build-tests
 # systemd-analyze verify on the user units, with the freshly built brokerd as ExecStart=.
