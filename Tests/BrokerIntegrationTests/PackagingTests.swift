@@ -268,9 +268,11 @@ final class PackagingTests: XCTestCase {
             let size = (try? FileManager.default.attributesOfItem(atPath: binary)[.size] as? Int) ?? 0
             print("PackagingTests: \(name) \(size / 1_048_576) MiB, links \(needed.sorted().joined(separator: " "))")
         }
-        // brokerctl needs only FoundationEssentials: no ICU data (~34 MB) in it.
-        let icu = try runCommand("/bin/grep", ["-c", "FoundationInternationalization", root.path + "/usr/bin/brokerctl"])
-        XCTAssertEqual(icu.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "0", "brokerctl links ICU")
+        // Both need only FoundationEssentials: no ICU data (~34 MB) in either.
+        for name in ["brokerd", "brokerctl"] {
+            let icu = try runCommand("/bin/grep", ["-c", "FoundationInternationalization", root.path + "/usr/bin/" + name])
+            XCTAssertEqual(icu.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "0", "\(name) links ICU")
+        }
 
         let depends = try runCommand("/usr/bin/dpkg-deb", ["-f", try Packages.file(suffix: ".deb"), "Depends"])
         let packages = Set(depends.stdout.split(separator: ",").compactMap {
