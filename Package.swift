@@ -45,9 +45,12 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        // Accounts, the unified cache, persistence, token acquisition. Knows nothing about sockets or JSON-RPC.
+        // The cache model: entries, indexes, accounts, per-app removal, merge, scopes. Pure values: no I/O, no
+        // OAuth, no clock of its own (callers pass `now`).
+        .target(name: "BrokerCache", dependencies: ["BrokerJSON"]),
+        // The broker: persistence, token acquisition on top of the cache model. Knows nothing about sockets or JSON-RPC.
         .target(name: "BrokerCore", dependencies: [
-            "BrokerJSON", "OAuth",
+            "BrokerJSON", "BrokerCache", "OAuth",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
         ]),
@@ -55,7 +58,7 @@ let package = Package(
         .target(name: "BrokerConfig"),
         // Unix socket server: framing, peer credentials, dispatch to BrokerCore.
         .target(name: "BrokerServer", dependencies: [
-            "BrokerJSON", "BrokerProtocol", "BrokerCore", "OAuth", "Systemd",
+            "BrokerJSON", "BrokerProtocol", "BrokerCache", "BrokerCore", "OAuth", "Systemd",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -86,11 +89,11 @@ let package = Package(
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
         ], path: "Examples/swift-profile"),
-        .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCore", "BrokerJSON", "BrokerConfig", "BrokerProtocol"],
+        .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCache", "BrokerCore", "BrokerJSON", "BrokerConfig", "BrokerProtocol"],
                     resources: [.copy("Fixtures")]),
         // docs/openrpc.json against the Swift protocol types (MethodCatalog): a missing method or field fails.
         .testTarget(name: "ProtocolTests", dependencies: ["BrokerProtocol", "BrokerJSON"]),
-        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "BrokerCore", "BrokerJSON"]),
+        .testTarget(name: "OAuthTests", dependencies: ["OAuth", "BrokerCache", "BrokerCore", "BrokerJSON"]),
         .testTarget(name: "BrokerIntegrationTests", dependencies: ["BrokerClient", "BrokerProtocol", "BrokerJSON"]),
     ]
 )

@@ -1,3 +1,4 @@
+import BrokerCache
 import Logging
 
 #if canImport(Glibc)

@@ -1,3 +1,4 @@
+import BrokerJSON
 import Crypto
 
 /// Proof Key for Code Exchange (RFC 7636), S256 only, and the random `state` / `nonce` values of a sign-in.

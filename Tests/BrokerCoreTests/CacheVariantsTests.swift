@@ -1,3 +1,4 @@
+import BrokerCache
 import BrokerCore
 import BrokerJSON
 import XCTest

@@ -1,4 +1,5 @@
 import XCTest
+@testable import BrokerCache
 @testable import BrokerCore
 @testable import OAuth
 

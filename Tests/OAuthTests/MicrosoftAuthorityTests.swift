@@ -1,3 +1,4 @@
+@testable import BrokerCache
 @testable import BrokerCore
 import BrokerJSON
 import XCTest

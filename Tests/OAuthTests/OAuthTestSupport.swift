@@ -1,3 +1,4 @@
+import BrokerJSON
 import Foundation
 import XCTest
 @testable import OAuth

@@ -1,3 +1,4 @@
+import BrokerCache
 import Crypto
 
 /// The cache on disk: the unified-schema JSON sealed with AES-256-GCM and replaced atomically.

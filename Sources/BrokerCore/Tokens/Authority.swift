@@ -1,3 +1,4 @@
+import BrokerCache
 import OAuth
 
 /// An authority URL (SPEC §2): Entra (`https://login.microsoftonline.com/<tenant>`, sovereign clouds), B2C

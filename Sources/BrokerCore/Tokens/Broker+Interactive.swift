@@ -1,3 +1,4 @@
+import BrokerCache
 import OAuth
 
 #if canImport(Glibc)

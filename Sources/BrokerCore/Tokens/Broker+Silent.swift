@@ -1,3 +1,4 @@
+import BrokerCache
 import OAuth
 
 /// A token as the broker hands it out.

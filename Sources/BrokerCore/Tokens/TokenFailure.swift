@@ -1,3 +1,4 @@
+import BrokerCache
 import OAuth
 
 /// Why a token request failed, in the vocabulary apps act on (SPEC §2, MSAL's codes). The OAuth detail the IdP

@@ -1,3 +1,4 @@
+import BrokerCache
 import BrokerJSON
 import OAuth
 

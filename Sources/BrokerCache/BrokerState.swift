@@ -13,7 +13,7 @@ public struct BrokerState: Sendable, Equatable {
 
     public init() {}
 
-    init(json: String) {
+    package init(json: String) {
         guard case .object(let root)? = try? JSONReader.parse(json) else { return }
         if case .object(let byClient)? = root["hiddenAccounts"] {
             for member in byClient.members {
@@ -27,9 +27,9 @@ public struct BrokerState: Sendable, Equatable {
         }
     }
 
-    var isEmpty: Bool { hidden.isEmpty && signInRequired.isEmpty && uses.isEmpty }
+    package var isEmpty: Bool { hidden.isEmpty && signInRequired.isEmpty && uses.isEmpty }
 
-    var json: String {
+    package var json: String {
         var byClient = JSONObject()
         for client in hidden.keys.sorted() {
             byClient[client] = .array(hidden[client]!.sorted().map(JSONValue.string))
@@ -46,18 +46,18 @@ public struct BrokerState: Sendable, Equatable {
         hidden[clientId.lowercased()]?.contains(homeAccountId.lowercased()) ?? false
     }
 
-    mutating func hide(_ homeAccountId: String, from clientId: String) {
+    package mutating func hide(_ homeAccountId: String, from clientId: String) {
         hidden[clientId.lowercased(), default: []].insert(homeAccountId.lowercased())
     }
 
     /// A sign-in of the account in that app undoes an earlier removal from it.
-    mutating func reveal(_ homeAccountId: String, to clientId: String) {
+    package mutating func reveal(_ homeAccountId: String, to clientId: String) {
         let client = clientId.lowercased()
         hidden[client]?.remove(homeAccountId.lowercased())
         if hidden[client]?.isEmpty == true { hidden[client] = nil }
     }
 
-    mutating func forget(_ homeAccountId: String) {
+    package mutating func forget(_ homeAccountId: String) {
         let id = homeAccountId.lowercased()
         for client in hidden.keys {
             hidden[client]?.remove(id)

@@ -1,5 +1,3 @@
-import BrokerJSON
-
 /// base64url (RFC 4648 §5) without padding, as JWTs, PKCE and client_info use it.
 public enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)

@@ -44,7 +44,7 @@ public enum Scopes {
 }
 
 extension String {
-    var trimmingSpaces: String {
+    package var trimmingSpaces: String {
         var slice = Substring(self)
         while let first = slice.first, first.isWhitespace { slice.removeFirst() }
         while let last = slice.last, last.isWhitespace { slice.removeLast() }

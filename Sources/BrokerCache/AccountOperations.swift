@@ -1,4 +1,3 @@
-import OAuth
 import BrokerJSON
 
 /// Account-level operations on the cache: listing, lookup, per-app removal, sign-out, import and export.

@@ -140,7 +140,7 @@ public struct TokenCache: Sendable {
     }
 
     /// Keeps the verbatim entries of an imported document (non-object entries of known sections).
-    mutating func mergeOpaque(from other: CacheDocument) {
+    package mutating func mergeOpaque(from other: CacheDocument) {
         for (kind, entries) in other.opaqueEntries {
             for (key, json) in entries { document.opaqueEntries[kind, default: [:]][key] = json }
         }

@@ -101,12 +101,12 @@ public struct CacheEntity: Sendable, Equatable {
     public var displayName: String? { string("name") }
 
     /// A credential (as opposed to a placeholder entry such as `{"foo": "bar"}` that other SDKs' tests keep around).
-    var isCredential: Bool { fields["secret"] != nil || fields["credential_type"] != nil }
+    package var isCredential: Bool { fields["secret"] != nil || fields["credential_type"] != nil }
 
     /// The entry as brokerd writes it: every SDK's reader accepts it (integer-string timestamps, `expires_on`
     /// and `extended_expires_on` always present on access tokens, `target` as a space-separated string);
     /// fields brokerd does not interpret are untouched.
-    func normalized(as kind: CredentialKind) -> CacheEntity {
+    package func normalized(as kind: CredentialKind) -> CacheEntity {
         var copy = self
         for name in Self.timestampFields {
             guard let value = copy.fields[name] else { continue }

@@ -1,0 +1,35 @@
+import BrokerJSON
+
+/// A token an app asked for: which the background refresh keeps fresh.
+public struct TokenUse: Sendable, Equatable {
+    public var clientId: String
+    public var homeAccountId: String
+    public var authority: String
+    public var scopes: [String]
+    public var lastUsed: Int64
+
+    package var key: String { ([clientId, homeAccountId, authority].map { $0.lowercased() } + scopes.map { $0.lowercased() }.sorted()).joined(separator: " ") }
+
+    package init(clientId: String, homeAccountId: String, authority: String, scopes: [String], lastUsed: Int64) {
+        self.clientId = clientId
+        self.homeAccountId = homeAccountId
+        self.authority = authority
+        self.scopes = scopes
+        self.lastUsed = lastUsed
+    }
+
+    package init?(json: JSONValue) {
+        guard let object = json.objectValue, let clientId = object["clientId"]?.stringValue,
+              let hid = object["homeAccountId"]?.stringValue, let authority = object["authority"]?.stringValue else { return nil }
+        self.init(clientId: clientId, homeAccountId: hid, authority: authority,
+                  scopes: (object["scopes"]?.arrayValue ?? []).compactMap(\.stringValue),
+                  lastUsed: object["lastUsed"]?.integerValue ?? 0)
+    }
+
+    package var json: JSONValue {
+        .object(JSONObject([
+            "clientId": .string(clientId), "homeAccountId": .string(homeAccountId), "authority": .string(authority),
+            "scopes": .array(scopes.map(JSONValue.string)), "lastUsed": .string(String(lastUsed)),
+        ]))
+    }
+}
