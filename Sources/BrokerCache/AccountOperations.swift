@@ -18,6 +18,14 @@ extension TokenCache {
         }.sorted { ($0.username.lowercased(), $0.homeAccountId) < ($1.username.lowercased(), $1.homeAccountId) }
     }
 
+    /// One account's summary, from its own entries only (a token answer carries it: its cost must not grow with
+    /// the number of accounts). nil when no Account entry has this home account id.
+    public func accountSummary(homeAccountId hid: String, now: Int64) -> AccountSummary? {
+        let entries = find(.account, CacheQuery(homeAccountId: hid)).map(\.entity)
+        guard !entries.isEmpty else { return nil }
+        return summary(homeAccountId: hid.lowercased(), accountEntries: entries, now: now)
+    }
+
     private func summary(homeAccountId hid: String, accountEntries: [CacheEntity], now: Int64) -> AccountSummary {
         // The home tenant is the utid half of "<uid>.<utid>"; its profile is the primary one.
         let homeTenant = hid.split(separator: ".").last.map(String.init)?.lowercased()

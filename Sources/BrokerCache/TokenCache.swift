@@ -27,9 +27,13 @@ public struct CacheQuery: Sendable {
 public struct TokenCache: Sendable {
     public private(set) var document = CacheDocument()
     public var aliases: EnvironmentAliases
-    /// brokerd's own bookkeeping (accounts hidden from an app, accounts needing sign-in); persisted in a
-    /// section of its own that exports leave out.
-    public var state = BrokerState()
+    /// brokerd's own bookkeeping (accounts hidden from an app, accounts needing sign-in, token uses); persisted
+    /// beside the entries, never exported. Token uses change through `noteUse`/`setUse`, which mark their own rows.
+    public var state = BrokerState() {
+        didSet { changedRows.insert(.state) }  // no oldValue: Swift then mutates in place (SE-0268)
+    }
+    /// Rows changed since the persistence layer last took them (CacheRows.swift).
+    var changedRows: Set<CacheRow> = []
 
     private enum Field: CaseIterable { case homeAccount, environment, client, family, realm, scope }
     private struct Slot: Hashable { var kind: CredentialKind; var field: Field }
@@ -58,6 +62,9 @@ public struct TokenCache: Sendable {
     }
 
     public func count(_ kind: CredentialKind) -> Int { document.entries[kind]?.count ?? 0 }
+
+    /// Distinct home accounts with an Account entry (the index's bucket count: no scan).
+    public var homeAccountCount: Int { index[Slot(kind: .account, field: .homeAccount)]?.count ?? 0 }
 
     public func all(_ kind: CredentialKind) -> [(key: String, entity: CacheEntity)] {
         (document.entries[kind] ?? [:]).map { ($0.key, $0.value) }
@@ -113,6 +120,7 @@ public struct TokenCache: Sendable {
         if let old = document.entries[kind]?[key] { removeFromIndex(kind, key, old) }
         document.entries[kind, default: [:]][key] = entity
         addToIndex(kind, key, entity)
+        changedRows.insert(.entry(kind, key: key))
     }
 
     /// Adds an entry under the key msal-python would use, replacing what is there.
@@ -127,12 +135,14 @@ public struct TokenCache: Sendable {
     public mutating func remove(_ kind: CredentialKind, key: String) -> CacheEntity? {
         guard let old = document.entries[kind]?.removeValue(forKey: key) else { return nil }
         removeFromIndex(kind, key, old)
+        changedRows.insert(.entry(kind, key: key))
         return old
     }
 
     public mutating func setOtherSection(_ name: String, json: String?) {
         document.otherSections.removeAll { $0.name == name }
         if let json { document.otherSections.append((name, json)) }
+        changedRows.insert(.section(name))
     }
 
     public func otherSection(_ name: String) -> String? {
@@ -142,7 +152,10 @@ public struct TokenCache: Sendable {
     /// Keeps the verbatim entries of an imported document (non-object entries of known sections).
     package mutating func mergeOpaque(from other: CacheDocument) {
         for (kind, entries) in other.opaqueEntries {
-            for (key, json) in entries { document.opaqueEntries[kind, default: [:]][key] = json }
+            for (key, json) in entries {
+                document.opaqueEntries[kind, default: [:]][key] = json
+                changedRows.insert(.opaque(kind, key: key))
+            }
         }
     }
 

@@ -42,7 +42,13 @@ public actor Broker {
         }
     }
 
-    var cache = TokenCache()
+    /// The cache, behind a lock so that cache hits are answered without the actor (CacheCell.swift). The actor
+    /// remains the only writer of anything but token-use bookkeeping.
+    let cell: CacheCell
+    var cache: TokenCache {
+        get { cell.cache }
+        _modify { yield &cell.cache }
+    }
     private let store: CacheStore
     let logger: Logger
     private let writeDelay: Duration
@@ -58,10 +64,11 @@ public actor Broker {
     public private(set) var writeCount = 0
 
     // Token acquisition (Tokens/): the IdP side, shared refreshes, running interactive flows, subscribers.
-    var identity: IdentityProvider?
+    var identity: IdentityProvider? {
+        get { cell.withLock { $0.identity } }
+        set { cell.withLock { $0.identity = newValue } }
+    }
     var refreshFlights: [String: Task<TokenOutcome, Error>] = [:]
-    /// Hosts whose aliases instance discovery was asked for.
-    var aliasLookups: Set<String> = []
     var interactiveFlows: [String: Task<InteractiveResult, Error>] = [:]
     var interactiveSlots: Set<String> = []
     var subscribers: [Int: AsyncStream<BrokerEvent>.Continuation] = [:]
@@ -72,7 +79,7 @@ public actor Broker {
     public init(store: CacheStore, writeDelay: Duration = .milliseconds(20), identity: IdentityProvider? = nil,
                 logger: Logger) {
         self.store = store
-        self.identity = identity
+        cell = CacheCell(.init(cache: TokenCache(), identity: identity))
         self.writeDelay = writeDelay
         self.logger = logger
     }
@@ -104,13 +111,19 @@ public actor Broker {
     public func account(_ selector: AccountSelector, visibleTo clientId: String) throws -> AccountSummary? {
         let hid: String
         do { hid = try cache.resolve(selector) } catch .notFound { return nil } catch { throw Failure.lookup(error) }
-        return accounts(visibleTo: clientId).first { $0.homeAccountId.lowercased() == hid }
+        guard !cache.state.isHidden(hid, from: clientId) else { return nil }
+        return cache.accountSummary(homeAccountId: hid, now: Self.now())
+    }
+
+    /// One account's summary, whoever it is visible to (a token answer carries it).
+    public func accountSummary(homeAccountId: String) -> AccountSummary? {
+        cache.accountSummary(homeAccountId: homeAccountId, now: Self.now())
     }
 
     public func removeAccount(_ selector: AccountSelector, forClient clientId: String) async throws -> RemovalReport {
         let hid = try resolve(selector)
         let report = cache.removeAccount(hid, forClient: clientId)
-        forgetUses(of: hid, clientId: clientId)
+        cache.forgetUses(of: hid, clientId: clientId)
         logger.info("account removed for one client", metadata: [
             "account": "\(hid)", "client_id": "\(clientId)", "access_tokens": "\(report.accessTokens)",
             "refresh_tokens": "\(report.refreshTokens)", "family_refresh_tokens_kept": "\(report.familyRefreshTokensKept)",
@@ -123,7 +136,7 @@ public actor Broker {
     public func signOut(_ selector: AccountSelector) async throws -> RemovalReport {
         let hid = try resolve(selector)
         let report = cache.signOut(hid)
-        forgetUses(of: hid, clientId: nil)
+        cache.forgetUses(of: hid, clientId: nil)
         logger.info("account signed out everywhere", metadata: [
             "account": "\(hid)", "refresh_tokens": "\(report.refreshTokens)", "access_tokens": "\(report.accessTokens)",
         ])
@@ -154,7 +167,7 @@ public actor Broker {
 
     public func status() -> Status {
         Status(
-            accounts: Set(cache.all(.account).compactMap { $0.entity.homeAccountId?.lowercased() }).count,
+            accounts: cache.homeAccountCount,
             accessTokens: cache.count(.accessToken),
             refreshTokens: cache.count(.refreshToken),
             idTokens: cache.count(.idToken),

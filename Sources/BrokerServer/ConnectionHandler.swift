@@ -151,6 +151,13 @@ final class ConnectionHandler: ChannelInboundHandler {
         case .single(.failure(let failure)):
             write(RPCEnvelope.failure(id: failure.id, error: failure.error), context: context)
         case .single(.success(let request)):
+            // A cache hit is answered here, on the event loop; anything else goes to a task.
+            if state.begin() {
+                let answer = router.cachedAnswer(request, from: peer)
+                if let answer { write(answer, context: context) }
+                state.end(served: answer != nil)
+                if answer != nil { return }
+            }
             run([request], failures: [], batch: false, context: context)
         case .batch(let items):
             var requests: [RPCRequest] = [], failures: [[UInt8]] = []

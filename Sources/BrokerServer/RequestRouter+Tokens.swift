@@ -7,13 +7,28 @@ import OAuth
 /// The token methods: wire params → broker requests, outcomes → TokenResult, TokenFailure → MSAL error codes.
 extension RequestRouter {
     func acquireTokenSilently(_ p: AcquireTokenSilentlyParams) async throws -> [UInt8] {
-        try Self.requireNonEmpty(p.clientId, "clientId")
-        let request = SilentTokenRequest(clientId: p.clientId, authority: p.authority,
-                                         scopes: Scopes.withResource(p.scopes, resource: p.resource),
-                                         account: try Self.selector(p.account), forceRefresh: p.forceRefresh ?? false,
-                                         claims: p.claims)
-        let outcome = try await broker.acquireTokenSilently(request)
+        let outcome = try await broker.acquireTokenSilently(try Self.silentRequest(p))
         return try await encode(outcome, clientId: p.clientId, correlationId: p.correlationId)
+    }
+
+    static func silentRequest(_ p: AcquireTokenSilentlyParams) throws -> SilentTokenRequest {
+        try requireNonEmpty(p.clientId, "clientId")
+        return SilentTokenRequest(clientId: p.clientId, authority: p.authority,
+                                  scopes: Scopes.withResource(p.scopes, resource: p.resource),
+                                  account: try selector(p.account), forceRefresh: p.forceRefresh ?? false, claims: p.claims)
+    }
+
+    /// The answer to a silent request that the cache can give at once, made on the calling thread (the connection's
+    /// event loop): no task, no actor hop. nil sends the request the usual way (`answer`), which also reports every
+    /// error, so this path never has to.
+    func cachedAnswer(_ request: RPCRequest, from peer: PeerIdentity) -> [UInt8]? {
+        guard request.method == BrokerMethod.acquireTokenSilently.rawValue, let id = request.id else { return nil }
+        let started = ContinuousClock.now
+        guard let p = try? params(AcquireTokenSilentlyParams.self, request), let silent = try? Self.silentRequest(p),
+              let (outcome, account) = broker.cachedSilentToken(silent),
+              let json = try? Self.encode(outcome, account: account, correlationId: p.correlationId) else { return nil }
+        log(request, from: peer, since: started, outcome: .success(json))
+        return RPCEnvelope.success(id: id, resultJSON: json)
     }
 
     func acquireTokenInteractively(_ p: AcquireTokenInteractivelyParams, link: ConnectionLink) async throws -> [UInt8] {
@@ -47,15 +62,17 @@ extension RequestRouter {
     }
 
     private func encode(_ outcome: TokenOutcome, clientId: String, correlationId: String?) async throws -> [UInt8] {
-        guard let summary = await broker.accounts(visibleTo: nil).first(where: {
-            $0.homeAccountId.lowercased() == outcome.homeAccountId.lowercased()
-        }) else {
+        guard let summary = await broker.accountSummary(homeAccountId: outcome.homeAccountId) else {
             throw RPCError(code: RPCErrorCode.brokerInternal, message: "the token's account is not in the cache")
         }
-        return try ProtocolCoding.encode(TokenResult(
+        return try Self.encode(outcome, account: summary, correlationId: correlationId)
+    }
+
+    static func encode(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) throws -> [UInt8] {
+        try ProtocolCoding.encode(TokenResult(
             accessToken: outcome.accessToken, tokenType: outcome.tokenType, expiresOn: outcome.expiresOn,
             extendedExpiresOn: outcome.extendedExpiresOn, refreshOn: outcome.refreshOn, grantedScopes: outcome.grantedScopes,
-            idToken: outcome.idToken, account: Self.wire(summary), authority: outcome.authority, correlationId: correlationId,
+            idToken: outcome.idToken, account: wire(account), authority: outcome.authority, correlationId: correlationId,
             source: outcome.source))
     }
 

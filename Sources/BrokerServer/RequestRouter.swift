@@ -42,6 +42,18 @@ final class RequestRouter: Sendable {
                 link: ConnectionLink = .detached) async -> [UInt8]? {
         let started = ContinuousClock.now
         let outcome = await dispatch(request, link: link)
+        log(request, from: peer, since: started, outcome: outcome)
+        guard let id = request.id else { return nil }
+        switch outcome {
+        case .success(let json): return RPCEnvelope.success(id: id, resultJSON: json)
+        case .failure(let error): return RPCEnvelope.failure(id: id, error: error)
+        }
+    }
+
+    /// One line per request: method, caller, duration and outcome — never params or results, which may carry secrets.
+    func log(_ request: RPCRequest, from peer: PeerIdentity, since started: ContinuousClock.Instant,
+             outcome: Result<[UInt8], RPCError>) {
+        guard logger.logLevel <= .info else { return }
         let elapsed = ContinuousClock.now - started
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
         var metadata: Logger.Metadata = [
@@ -53,12 +65,6 @@ final class RequestRouter: Sendable {
         case .failure(let error): metadata["outcome"] = "error \(error.code)"
         }
         logger.info("request", metadata: metadata)
-
-        guard let id = request.id else { return nil }
-        switch outcome {
-        case .success(let json): return RPCEnvelope.success(id: id, resultJSON: json)
-        case .failure(let error): return RPCEnvelope.failure(id: id, error: error)
-        }
     }
 
     private func dispatch(_ request: RPCRequest, link: ConnectionLink) async -> Result<[UInt8], RPCError> {

@@ -66,10 +66,10 @@ final class ServerState: Sendable {
         }
     }
 
-    func end() {
+    func end(served: Bool = true) {
         counters.withLockedValue {
             $0.inFlight -= 1
-            $0.served += 1
+            if served { $0.served += 1 }
         }
     }
 

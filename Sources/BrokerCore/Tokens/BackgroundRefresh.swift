@@ -28,23 +28,12 @@ public struct BackgroundRefreshSettings: Sendable, Equatable {
 }
 
 extension Broker {
-    /// Remembers a token request (in memory until the next cache write persists it).
-    func noteUse(clientId: String, homeAccountId: String, authority: String, scopes: [String], now: Int64) {
-        let use = TokenUse(clientId: clientId, homeAccountId: homeAccountId, authority: authority, scopes: scopes, lastUsed: now)
-        cache.state.uses[use.key] = use
-    }
-
-    func forgetUses(of homeAccountId: String, clientId: String?) {
-        cache.state.uses = cache.state.uses.filter {
-            !($0.value.homeAccountId.lowercased() == homeAccountId.lowercased()
-              && (clientId == nil || $0.value.clientId.lowercased() == clientId!.lowercased()))
-        }
-    }
-
     /// Runs `refreshDueTokens` every `checkIntervalSeconds` until the task is cancelled.
     public func runBackgroundRefresh(_ settings: BackgroundRefreshSettings) async {
         while !Task.isCancelled {
             _ = await refreshDueTokens(settings, now: Self.now())
+            // Token uses noted by cache hits are persisted here, not by the hits themselves.
+            if cache.hasChangedRows { changed() }
             try? await Task.sleep(for: .seconds(settings.checkIntervalSeconds))
         }
     }
@@ -64,7 +53,10 @@ extension Broker {
             do {
                 let lastUsed = use.lastUsed
                 _ = try await acquireTokenSilently(request, countAsUse: false)
-                cache.state.uses[use.key]?.lastUsed = lastUsed
+                if var kept = cache.state.uses[use.key] {
+                    kept.lastUsed = lastUsed  // the refresh itself is not a use
+                    cache.setUse(use.key, kept)
+                }
                 refreshBackoff[use.key] = nil
                 renewed += 1
             } catch {
@@ -79,7 +71,7 @@ extension Broker {
                     ])
                 default:
                     // InteractionRequired and the like: the account is flagged; nothing to retry on our own.
-                    cache.state.uses[use.key] = nil
+                    cache.setUse(use.key, nil)
                 }
             }
         }

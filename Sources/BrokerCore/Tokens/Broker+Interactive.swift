@@ -80,14 +80,14 @@ extension Broker {
         let isNew = !known.contains(hid.lowercased())
         cache.state.reveal(hid, to: request.clientId)
         cache.state.signInRequired.remove(hid.lowercased())
-        noteUse(clientId: request.clientId, homeAccountId: hid, authority: authority.url, scopes: scopes, now: now)
+        cache.noteUse(TokenUse(clientId: request.clientId, homeAccountId: hid, authority: authority.url, scopes: scopes, lastUsed: now))
         do { try await commit() } catch { logger.error("signed in, but the cache could not be written: \(error)") }
         if isNew { emit(.accountAdded(homeAccountId: hid)) }
         logger.info("signed in interactively", metadata: ["account": "\(hid)", "client_id": "\(request.clientId)",
                                                           "flow": "\(request.flow.rawValue)"])
         try checkGranted(saved, requested: scopes)
-        return outcome(saved.accessToken, hid: hid, clientId: request.clientId, authority: authority, source: "interactive",
-                       idToken: saved.idToken)
+        return Self.outcome(saved.accessToken, hid: hid, clientId: request.clientId, authority: authority, source: "interactive",
+                            idToken: saved.idToken, cache: cache)
     }
 
     /// Ends a running interactive request; false when none has that id.

@@ -35,9 +35,6 @@ public struct SilentTokenRequest: Sendable {
     }
 }
 
-/// Access tokens with less than this left are treated as expired (MSAL's 5-minute buffer).
-let expiryBufferSeconds: Int64 = 300
-
 extension Broker {
     /// MSAL's silent algorithm (reference §3): a cached access token whose scopes cover the request and that has
     /// more than 5 minutes left; else a refresh-token redemption (shared by concurrent callers); else
@@ -46,12 +43,45 @@ extension Broker {
         try await acquireTokenSilently(request, countAsUse: true)
     }
 
-    /// `countAsUse`: an app asked (the background refresh then keeps this token fresh); false for the
-    /// background refresh's own requests.
-    func acquireTokenSilently(_ request: SilentTokenRequest, countAsUse: Bool) async throws(TokenFailure) -> TokenOutcome {
-        let idp = try identityProvider()
+    /// A cache hit answered on the caller's thread, without the actor: the outcome and its account, or nil when the
+    /// request needs `acquireTokenSilently` (no usable token, a refresh due, claims or forceRefresh, a tenant named by
+    /// its domain, any error to report, or a host whose alias lookup has not started). For a hit, both give the same
+    /// answer: they share `plan` and the cache lookup. Costs the account's own tokens, whatever the cache size.
+    public nonisolated func cachedSilentToken(_ request: SilentTokenRequest) -> (outcome: TokenOutcome, account: AccountSummary)? {
+        guard !request.forceRefresh, request.claims == nil else { return nil }
+        let now = Self.now()
+        return cell.withLock { contents in
+            guard let idp = contents.identity, let plan = try? Self.plan(request, idp: idp, cache: contents.cache),
+                  plan.authority.kind != .entra || contents.aliasLookups[plan.authority.host] != nil,
+                  !plan.needsTenantDiscovery,
+                  let token = contents.cache.cachedAccessToken(
+                      homeAccountId: plan.hid, clientId: request.clientId, environment: plan.authority.environment,
+                      tenant: plan.authority.tenant, scopes: plan.scopes, now: now),
+                  token.refreshOn.map({ $0 > now }) ?? true,
+                  let account = contents.cache.accountSummary(homeAccountId: plan.hid, now: now) else { return nil }
+            contents.cache.noteUse(TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
+                                            scopes: plan.scopes, lastUsed: now))
+            return (Self.outcome(token, hid: plan.hid, clientId: request.clientId, authority: plan.authority,
+                                 source: "cache", cache: contents.cache), account)
+        }
+    }
+
+    /// What a silent request names once resolved, before any I/O: the validated authority (a tenant alias becomes
+    /// the account's home tenant, as in MSAL), the account, and the scopes.
+    struct SilentPlan {
+        var hid: String
+        var authority: Authority
+        var scopes: [String]
+
+        /// A tenant named by its domain (…/contoso.example): tokens are filed under the tenant id, which the tenant's
+        /// discovery document gives.
+        var needsTenantDiscovery: Bool {
+            authority.kind == .entra && !authority.isTenantAlias && !Authority.isGUID(authority.tenant)
+        }
+    }
+
+    static func plan(_ request: SilentTokenRequest, idp: IdentityProvider, cache: TokenCache) throws(TokenFailure) -> SilentPlan {
         var authority = try idp.authority(requested: request.authority, clientId: request.clientId)
-        learnAliases(of: authority, idp: idp)
         let hid: String
         do { hid = try cache.resolve(request.account) } catch {
             switch error {
@@ -62,25 +92,37 @@ extension Broker {
         if cache.state.isHidden(hid, from: request.clientId) {
             throw .interactionRequired("the account was removed from this app; sign in again", nil)
         }
-        // common / organizations / consumers mean the account's home tenant in silent requests (as in MSAL).
         if authority.isTenantAlias, let homeTenant = hid.split(separator: ".").last, hid.contains(".") {
             authority = authority.withTenant(String(homeTenant))
-        }
-        // A tenant named by its domain (…/contoso.example): tokens are filed under the tenant id, which the
-        // tenant's discovery document gives (cached); without it, the domain is used as it is.
-        if authority.kind == .entra, !authority.isTenantAlias, !Authority.isGUID(authority.tenant),
-           let metadata = try? await idp.metadata(authority), let tenantId = Authority.tenantId(inIssuer: metadata.issuer) {
-            authority = authority.withTenant(tenantId)
         }
         let scopes = Scopes.requested(request.scopes)
         guard !scopes.isEmpty || !request.scopes.isEmpty else {
             throw .invalidRequest("'scopes' must name at least one scope", reason: "missingScopes")
         }
+        return SilentPlan(hid: hid, authority: authority, scopes: scopes)
+    }
+
+    /// `countAsUse`: an app asked (the background refresh then keeps this token fresh); false for the
+    /// background refresh's own requests.
+    func acquireTokenSilently(_ request: SilentTokenRequest, countAsUse: Bool) async throws(TokenFailure) -> TokenOutcome {
+        let idp = try identityProvider()
+        var plan = try Self.plan(request, idp: idp, cache: cache)
+        learnAliases(of: plan.authority, idp: idp)
+        // Without the tenant id from discovery (cached), the domain is used as it is.
+        if plan.needsTenantDiscovery, let metadata = try? await idp.metadata(plan.authority),
+           let tenantId = Authority.tenantId(inIssuer: metadata.issuer) {
+            plan.authority = plan.authority.withTenant(tenantId)
+        }
+        let (hid, authority, scopes) = (plan.hid, plan.authority, plan.scopes)
         let now = Self.now()
-        if countAsUse { noteUse(clientId: request.clientId, homeAccountId: hid, authority: authority.url, scopes: scopes, now: now) }
+        if countAsUse {
+            cache.noteUse(TokenUse(clientId: request.clientId, homeAccountId: hid, authority: authority.url, scopes: scopes, lastUsed: now))
+        }
         var aging: TokenOutcome?
         if !request.forceRefresh, request.claims == nil,
-           let cached = cachedAccessToken(hid: hid, clientId: request.clientId, authority: authority, scopes: scopes, now: now) {
+           let token = cache.cachedAccessToken(homeAccountId: hid, clientId: request.clientId, environment: authority.environment,
+                                               tenant: authority.tenant, scopes: scopes, now: now) {
+            let cached = Self.outcome(token, hid: hid, clientId: request.clientId, authority: authority, source: "cache", cache: cache)
             if let refreshOn = cached.refreshOn, refreshOn <= now {
                 aging = cached
             } else {
@@ -100,18 +142,30 @@ extension Broker {
     }
 
     /// Instance discovery's alias groups of an Entra cloud, so lookups match every alias's entries. Asked in the
-    /// background, once per host (again after a failed answer): a request never waits for it, and what is built in
-    /// already covers Microsoft's clouds.
+    /// background, once per host: a request never waits for it, and what is built in already covers Microsoft's
+    /// clouds. A failed lookup is asked again on a slow-path request after `aliasRetrySeconds`, not on every request.
     func learnAliases(of authority: Authority, idp: IdentityProvider) {
-        guard authority.kind == .entra, aliasLookups.insert(authority.host).inserted else { return }
+        guard authority.kind == .entra else { return }
+        let now = Self.now()
+        let start = cell.withLock { contents -> Bool in
+            if let retryAfter = contents.aliasLookups[authority.host], retryAfter > now { return false }
+            contents.aliasLookups[authority.host] = Int64.max
+            return true
+        }
+        guard start else { return }
         Task {
             let groups = await idp.aliasGroups(authority)
             await self.learned(groups, host: authority.host)
         }
     }
 
+    static let aliasRetrySeconds: Int64 = 300
+
     private func learned(_ groups: [[String]], host: String) {
-        if groups.isEmpty { aliasLookups.remove(host) }
+        if groups.isEmpty {
+            let retryAfter = Self.now() + Self.aliasRetrySeconds
+            cell.withLock { $0.aliasLookups[host] = retryAfter }
+        }
         if !groups.isEmpty, cache.learnAliases(groups) {
             logger.debug("learned host aliases", metadata: ["host": "\(host)"])
         }
@@ -122,28 +176,8 @@ extension Broker {
         return identity
     }
 
-    private func cachedAccessToken(hid: String, clientId: String, authority: Authority, scopes: [String], now: Int64) -> TokenOutcome? {
-        let matches = cache.find(.accessToken, CacheQuery(homeAccountId: hid, environment: authority.environment,
-                                                           clientId: clientId, scopes: scopes.isEmpty ? nil : scopes))
-        // Realm: the account's tenant as stored; an authority that names a tenant must match it.
-        let candidates = matches.filter { entry in
-            (entry.entity.expiresOn ?? 0) > now + expiryBufferSeconds  // no arithmetic on cached values: they can be anything
-                && (authority.tenant.isEmpty || realmMatches(entry.entity.realm, authority: authority, hid: hid))
-        }
-        guard let best = candidates.max(by: { ($0.entity.expiresOn ?? 0) < ($1.entity.expiresOn ?? 0) }) else { return nil }
-        return outcome(best.entity, hid: hid, clientId: clientId, authority: authority, source: "cache")
-    }
-
-    private func realmMatches(_ realm: String?, authority: Authority, hid: String) -> Bool {
-        let stored = (realm ?? "").lowercased(), tenant = authority.tenant.lowercased()
-        if stored == tenant { return true }
-        // Tokens of OIDC providers carry the authority's first path segment; tenant aliases (common,
-        // organizations, consumers) stand for the account's home tenant.
-        return ["common", "organizations", "consumers"].contains(tenant)
-    }
-
-    func outcome(_ token: CacheEntity, hid: String, clientId: String, authority: Authority, source: String,
-                 idToken: String? = nil) -> TokenOutcome {
+    static func outcome(_ token: CacheEntity, hid: String, clientId: String, authority: Authority, source: String,
+                        idToken: String? = nil, cache: TokenCache) -> TokenOutcome {
         TokenOutcome(
             accessToken: token.secret ?? "", tokenType: token.tokenType, expiresOn: token.expiresOn ?? 0,
             extendedExpiresOn: token.extendedExpiresOn ?? token.expiresOn ?? 0, refreshOn: token.refreshOn,
@@ -151,7 +185,6 @@ extension Broker {
             idToken: idToken ?? cache.latestIdToken(homeAccountId: hid, environment: authority.environment, clientId: clientId),
             homeAccountId: hid, authority: authority.url, source: source)
     }
-
     /// MSAL's refresh-token selection (reference §3.4): a family (FOCI) refresh token first when this app is in the
     /// family or not known to be outside it, then the app's own. A family token refused with `client_mismatch`
     /// records the app as outside the family. Concurrent callers asking for the same thing share one request.
@@ -247,8 +280,8 @@ extension Broker {
             logger.error("refreshed, but the rotated refresh token could not be written: \(error)")
         }
         try checkGranted(saved, requested: scopes)
-        return outcome(saved.accessToken, hid: saved.homeAccountId, clientId: clientId, authority: authority,
-                       source: "refresh", idToken: saved.idToken)
+        return Self.outcome(saved.accessToken, hid: saved.homeAccountId, clientId: clientId, authority: authority,
+                            source: "refresh", idToken: saved.idToken, cache: cache)
     }
 
     func checkGranted(_ saved: SavedTokens, requested: [String]) throws(TokenFailure) {

@@ -100,9 +100,4 @@ extension TokenCache {
         add(.appMetadata, metadata)
         return SavedTokens(homeAccountId: hid, accessToken: accessToken, grantedScopes: granted, idToken: idToken?.raw)
     }
-
-    /// The newest id_token of the account for this client (returned with silent results).
-    func latestIdToken(homeAccountId: String, environment: String, clientId: String) -> String? {
-        find(.idToken, CacheQuery(homeAccountId: homeAccountId, environment: environment, clientId: clientId)).first?.entity.secret
-    }
 }

@@ -1,0 +1,82 @@
+import BrokerJSON
+
+/// One unit of the persisted cache. Every change marks the rows it touched, so that persisting a change costs the
+/// change, not the cache: a refreshed token is two or three rows, whatever else the cache holds.
+public enum CacheRow: Hashable, Sendable {
+    /// An entry of a unified-cache section (an object: a credential, account or app metadata).
+    case entry(CredentialKind, key: String)
+    /// An entry of a known section that is not an object, kept verbatim.
+    case opaque(CredentialKind, key: String)
+    /// A top-level section brokerd does not know, kept verbatim.
+    case section(String)
+    /// A token use (`TokenUse.key`): what the background refresh keeps fresh.
+    case use(String)
+    /// brokerd's own small state: accounts hidden from apps, accounts needing sign-in.
+    case state
+}
+
+extension TokenCache {
+    /// A cache as persisted: the document, brokerd's state and token uses. Nothing is marked changed.
+    public init(document: CacheDocument, state: BrokerState, aliases: EnvironmentAliases = EnvironmentAliases()) {
+        self.init(document: document, aliases: aliases)
+        self.state = state
+        changedRows = []
+    }
+
+    /// The rows changed since the last call; they count as unchanged afterwards. A write that fails gives them back
+    /// with `markChanged`, so that the next write retries them.
+    public mutating func takeChangedRows() -> Set<CacheRow> {
+        defer { changedRows = [] }
+        return changedRows
+    }
+
+    public mutating func markChanged(_ rows: Set<CacheRow>) {
+        changedRows.formUnion(rows)
+    }
+
+    public var hasChangedRows: Bool { !changedRows.isEmpty }
+
+    /// Every row the cache holds (a first write, a migration).
+    public func allRows() -> Set<CacheRow> {
+        var rows: Set<CacheRow> = [.state]
+        for (kind, section) in document.entries { for key in section.keys { rows.insert(.entry(kind, key: key)) } }
+        for (kind, section) in document.opaqueEntries { for key in section.keys { rows.insert(.opaque(kind, key: key)) } }
+        for section in document.otherSections { rows.insert(.section(section.name)) }
+        for key in state.uses.keys { rows.insert(.use(key)) }
+        return rows
+    }
+
+    public func opaqueEntry(_ kind: CredentialKind, key: String) -> String? {
+        document.opaqueEntries[kind]?[key]
+    }
+
+    // MARK: Token uses
+
+    /// Remembers that an app asked for this token. Called on every request, so the row is marked only when the
+    /// use is new or its time moved by more than `useResolution`: the background refresh needs "used within
+    /// hours", not the last second, and a hit must not make a write.
+    public mutating func noteUse(_ use: TokenUse) {
+        let key = use.key
+        let previous = state.uses[key]?.lastUsed
+        state.uses[key] = use
+        if previous.map({ use.lastUsed - $0 >= Self.useResolution || use.lastUsed < $0 }) ?? true {
+            changedRows.insert(.use(key))
+        }
+    }
+
+    public static let useResolution: Int64 = 600
+
+    public mutating func setUse(_ key: String, _ use: TokenUse?) {
+        state.uses[key] = use
+        changedRows.insert(.use(key))
+    }
+
+    /// Forgets the uses of an account (for one client, or every client).
+    public mutating func forgetUses(of homeAccountId: String, clientId: String?) {
+        let hid = homeAccountId.lowercased(), client = clientId?.lowercased()
+        for (key, use) in state.uses where use.homeAccountId.lowercased() == hid
+            && (client == nil || use.clientId.lowercased() == client) {
+            setUse(key, nil)
+        }
+    }
+}
