@@ -50,12 +50,23 @@ let package = Package(
         .target(name: "BrokerCache", dependencies: ["BrokerJSON"]),
         // The broker: persistence, token acquisition on top of the cache model. Knows nothing about sockets or JSON-RPC.
         .target(name: "BrokerCore", dependencies: [
-            "BrokerJSON", "BrokerCache", "OAuth",
+            "BrokerJSON", "BrokerCache", "BrokerStore", "OAuth",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The daemon's configuration file (shared by brokerd and brokerctl).
         .target(name: "BrokerConfig"),
+        // The system SQLite 3 library (C API only; no Foundation-based wrapper).
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"]), .yum(["sqlite-devel"])]
+        ),
+        // The token cache in SQLite: one row per entry, secrets sealed with AES-256-GCM, transactional updates.
+        .target(name: "BrokerStore", dependencies: [
+            "CSQLite",
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]),
         // Unix socket server: framing, peer credentials, dispatch to BrokerCore.
         .target(name: "BrokerServer", dependencies: [
             "BrokerJSON", "BrokerProtocol", "BrokerCache", "BrokerCore", "OAuth", "Systemd",
@@ -95,5 +106,9 @@ let package = Package(
         .testTarget(name: "ProtocolTests", dependencies: ["BrokerProtocol", "BrokerJSON"]),
         .testTarget(name: "OAuthTests", dependencies: ["OAuth", "BrokerCache", "BrokerCore", "BrokerJSON"]),
         .testTarget(name: "BrokerIntegrationTests", dependencies: ["BrokerClient", "BrokerProtocol", "BrokerJSON"]),
+        .testTarget(name: "BrokerStoreTests", dependencies: [
+            "BrokerStore",
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]),
     ]
 )

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages brokerd needs to build and to run its tests (Debian 12, Swift already installed):
 #   libsystemd-dev  the CSystemd system library (sd_notify, sd_listen_fds, sd_journal_sendv)
+#   libsqlite3-dev  the CSQLite system library: the cache database (one row per entry, WAL, transactions)
 #   systemd         systemd-socket-activate and systemd-analyze (socket-activation test, unit verification)
 #   util-linux      setpriv (the peer-credential tests run a client as another user)
 #   python3-venv    the virtual environment of the test identity provider (Tests/idp)
@@ -13,7 +14,7 @@
 # Only what is missing is installed; `apt-get update` runs only then.
 set -euo pipefail
 
-packages=(libsystemd-dev systemd util-linux python3 python3-venv curl openssl make binutils debhelper dpkg-dev lintian rpm man-db)
+packages=(libsystemd-dev libsqlite3-dev systemd util-linux python3 python3-venv curl openssl make binutils debhelper dpkg-dev lintian rpm man-db)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

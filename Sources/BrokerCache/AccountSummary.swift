@@ -75,4 +75,6 @@ public struct ImportReport: Sendable, Equatable {
     public var replaced = 0
     public var keptNewer = 0
     public var accounts = 0
+
+    public init() {}
 }

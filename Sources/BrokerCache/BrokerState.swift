@@ -29,6 +29,13 @@ public struct BrokerState: Sendable, Equatable {
 
     package var isEmpty: Bool { hidden.isEmpty && signInRequired.isEmpty && uses.isEmpty }
 
+    /// The state without token uses (persisted as rows of their own).
+    package var smallStateJSON: String {
+        var copy = self
+        copy.uses = [:]
+        return copy.json
+    }
+
     package var json: String {
         var byClient = JSONObject()
         for client in hidden.keys.sorted() {

@@ -49,6 +49,15 @@ public struct CacheDocument: Sendable, Equatable {
         return document
     }
 
+    /// One entry from its JSON text (as persisted), read as a document's entry is: the fields brokerd does not
+    /// interpret stay verbatim.
+    public static func entity(from bytes: [UInt8]) throws(JSONReadError) -> CacheEntity {
+        var reader = JSONReader(bytes, lenient: true)
+        let entity = try readEntity(&reader)
+        try reader.expectEnd()
+        return entity
+    }
+
     private static func readEntity(_ reader: inout JSONReader) throws(JSONReadError) -> CacheEntity {
         var fields = JSONObject()
         try reader.readObject { (name, reader) throws(JSONReadError) in
@@ -72,18 +81,85 @@ public struct CacheDocument: Sendable, Equatable {
 
     /// The document in the variant every SDK accepts; keys sorted so that equal caches give equal bytes.
     public func serialized(indent: Int? = 4, excludingSections excluded: Set<String> = []) -> [UInt8] {
-        var root = JSONObject()
+        var whole: [UInt8] = []
+        serialize(indent: indent, excludingSections: excluded) { whole.append(contentsOf: $0) }
+        return whole
+    }
+
+    /// The same bytes as `serialized`, handed to `sink` in pieces of about `chunkSize` bytes, so that a document of
+    /// hundreds of megabytes can be written to a file without being held twice in memory.
+    public func serialize(indent: Int? = 4, excludingSections excluded: Set<String> = [], chunkSize: Int = 1 << 20,
+                          into sink: ([UInt8]) throws -> Void) rethrows {
+        let writer = JSONWriter(indent: indent)
+        var out: [UInt8] = []
+        out.reserveCapacity(chunkSize + 4096)
+        func newline(_ level: Int) {
+            guard let indent else { return }
+            out.append(0x0A)
+            out.append(contentsOf: repeatElement(UInt8(ascii: " "), count: indent * level))
+        }
+        func member(_ index: Int, _ key: String, level: Int) {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            newline(level)
+            JSONWriter.writeString(key, into: &out)
+            out.append(UInt8(ascii: ":"))
+            if indent != nil { out.append(UInt8(ascii: " ")) }
+        }
+        out.append(UInt8(ascii: "{"))
+        var sectionIndex = 0
         for kind in CredentialKind.allCases {
-            var section = JSONObject()
-            var members: [(String, JSONValue)] = []
-            for (key, entity) in entries[kind] ?? [:] { members.append((key, .object(entity.normalized(as: kind).fields))) }
-            for (key, json) in opaqueEntries[kind] ?? [:] { members.append((key, .raw(json))) }
-            for (key, value) in members.sorted(by: { $0.0 < $1.0 }) { section.members.append(.init(key: key, value: value)) }
-            root.members.append(.init(key: kind.sectionName, value: .object(section)))
+            member(sectionIndex, kind.sectionName, level: 1)
+            sectionIndex += 1
+            let objects = entries[kind] ?? [:], opaque = opaqueEntries[kind] ?? [:]
+            let keys = (Array(objects.keys) + Array(opaque.keys)).sorted()
+            out.append(UInt8(ascii: "{"))
+            for (index, key) in keys.enumerated() {
+                member(index, key, level: 2)
+                if let entity = objects[key] {
+                    writer.write(.object(entity.normalized(as: kind).fields), into: &out, level: 2)
+                } else {
+                    writer.write(.raw(opaque[key]!), into: &out, level: 2)
+                }
+                if out.count >= chunkSize {
+                    try sink(out)
+                    out.removeAll(keepingCapacity: true)
+                }
+            }
+            if !keys.isEmpty { newline(1) }
+            out.append(UInt8(ascii: "}"))
         }
         for (name, json) in otherSections where !excluded.contains(name) {
-            root.members.append(.init(key: name, value: .raw(json)))
+            member(sectionIndex, name, level: 1)
+            sectionIndex += 1
+            writer.write(.raw(json), into: &out, level: 1)
         }
-        return JSONWriter(indent: indent).bytes(.object(root))
+        newline(0)
+        out.append(UInt8(ascii: "}"))
+        try sink(out)
+    }
+
+    // MARK: Importing in parts
+
+    /// The document split into parts of about `size` entries each, in section order; sections brokerd does not know
+    /// and opaque entries come with the last part. Merging the parts in order is merging the document; between
+    /// parts, others get to the cache.
+    public func parts(of size: Int) -> [CacheDocument] {
+        var parts: [CacheDocument] = []
+        var current = CacheDocument(), count = 0
+        for kind in CredentialKind.allCases {
+            for (key, entity) in entries[kind] ?? [:] {
+                current.entries[kind, default: [:]][key] = entity
+                count += 1
+                if count == size {
+                    parts.append(current)
+                    current = CacheDocument()
+                    count = 0
+                }
+            }
+        }
+        current.otherSections = otherSections
+        current.opaqueEntries = opaqueEntries
+        parts.append(current)
+        return parts
     }
 }

@@ -15,6 +15,15 @@ public enum CacheRow: Hashable, Sendable {
     case state
 }
 
+/// A row and its current content (nil when it was removed).
+public enum CacheRowValue: Sendable {
+    case entry(CredentialKind, key: String, CacheEntity?)
+    case opaque(CredentialKind, key: String, String?)
+    case section(String, String?)
+    case use(key: String, TokenUse?)
+    case state(String)
+}
+
 extension TokenCache {
     /// A cache as persisted: the document, brokerd's state and token uses. Nothing is marked changed.
     public init(document: CacheDocument, state: BrokerState, aliases: EnvironmentAliases = EnvironmentAliases()) {
@@ -44,6 +53,18 @@ extension TokenCache {
         for section in document.otherSections { rows.insert(.section(section.name)) }
         for key in state.uses.keys { rows.insert(.use(key)) }
         return rows
+    }
+
+    /// What a row holds now (nil: the row is gone). Cheap (values are shared, not copied), so the persistence layer
+    /// takes them under the cache's lock and serializes them outside it.
+    public func value(of row: CacheRow) -> CacheRowValue {
+        switch row {
+        case .entry(let kind, let key): return .entry(kind, key: key, entity(kind, key: key))
+        case .opaque(let kind, let key): return .opaque(kind, key: key, document.opaqueEntries[kind]?[key])
+        case .section(let name): return .section(name, otherSection(name))
+        case .use(let key): return .use(key: key, state.uses[key])
+        case .state: return .state(state.smallStateJSON)
+        }
     }
 
     public func opaqueEntry(_ kind: CredentialKind, key: String) -> String? {

@@ -49,9 +49,22 @@ public final class BrokerControl: Sendable {
         try await call(.importCache, ImportCacheParams(data: document), as: ImportResult.self)
     }
 
+    /// Merges the MSAL document in `path` (absolute, a file of this user), which brokerd reads itself: any size.
+    public func importCache(fromFile path: String) async throws(BrokerError) -> ImportResult {
+        try await call(.importCache, ImportCacheParams(path: path), as: ImportResult.self)
+    }
+
     /// The broker's cache as an MSAL unified cache document (JSON text with refresh tokens: keep it private).
     public func exportCache() async throws(BrokerError) -> String {
-        try await call(.exportCache, ExportCacheParams(), as: ExportResult.self).data
+        let result = try await call(.exportCache, ExportCacheParams(), as: ExportResult.self)
+        guard let data = result.data else { throw .internal(OAuthErrorDetail(message: "brokerd sent no document", code: RPCErrorCode.brokerInternal)) }
+        return data
+    }
+
+    /// Writes the MSAL document to `path` (absolute; mode 0600, replaced atomically), brokerd writing it itself: any
+    /// size. Returns the number of bytes written.
+    public func exportCache(toFile path: String) async throws(BrokerError) -> Int {
+        try await call(.exportCache, ExportCacheParams(path: path), as: ExportResult.self).bytes ?? 0
     }
 
     /// Broker events (`accountAdded`, `accountRemoved`, `signInRequired`, `statusChanged`) as they happen. The

@@ -7,9 +7,11 @@ import Glibc
 
 /// The broker: owns the cache, answers account questions, and persists changes.
 ///
-/// Writes are coalesced (group commit): a change marks the cache dirty and the writer, after `writeDelay`,
-/// persists the state of that moment; every change made before a write started is durable when it finishes.
-/// Callers that must not answer before their change is on disk `await` durability; a burst of changes is one write.
+/// Writes are group commits of rows: a change marks the rows it touched, and the writer persists the rows marked
+/// since its last write in one transaction (CacheStore). Changes made while a write runs go into the next one, so a
+/// burst costs a few writes, and a write costs its rows, not the cache. Callers that must not answer before their
+/// change is on disk `await` durability. A write that fails leaves its rows marked and is retried with backoff; the
+/// failure shows in the status until a write succeeds.
 public actor Broker {
     public struct Status: Sendable {
         public var accounts: Int
@@ -61,7 +63,10 @@ public actor Broker {
     private var waiters: [(generation: Int, continuation: CheckedContinuation<Void, Error>)] = []
     private var lastWrite: Int64?
     private var lastWriteError: String?
+    private var stopping = false
     public private(set) var writeCount = 0
+    /// Rows in the last successful write (a change costs its rows, not the cache).
+    public private(set) var lastWriteRows = 0
 
     // Token acquisition (Tokens/): the IdP side, shared refreshes, running interactive flows, subscribers.
     var identity: IdentityProvider? {
@@ -76,7 +81,7 @@ public actor Broker {
     var refreshBackoff: [String: (failures: Int, nextAttempt: Int64)] = [:]
     var nextSubscriber = 0
 
-    public init(store: CacheStore, writeDelay: Duration = .milliseconds(20), identity: IdentityProvider? = nil,
+    public init(store: CacheStore, writeDelay: Duration = .zero, identity: IdentityProvider? = nil,
                 logger: Logger) {
         self.store = store
         cell = CacheCell(.init(cache: TokenCache(), identity: identity))
@@ -90,8 +95,8 @@ public actor Broker {
     /// an unreadable cache file is moved aside and reported in the status.
     public func start() async throws {
         let loaded = try await store.load()
-        cache = TokenCache(document: loaded.document)
-        if let problem = loaded.problem {
+        cache = loaded.cache
+        for problem in loaded.problems {
             problems.append(problem)
             logger.error("\(problem)")
         }
@@ -145,10 +150,23 @@ public actor Broker {
         return report
     }
 
-    public func importCache(_ bytes: [UInt8]) async throws -> ImportReport {
+    /// Merges an MSAL document. Parsed off the actor; merged in parts, so that cache hits go on between parts even
+    /// for a document of hundreds of thousands of entries. Durable when it returns.
+    public nonisolated func importCache(_ bytes: [UInt8]) async throws -> ImportReport {
         let document: CacheDocument
         do { document = try CacheDocument.parse(bytes) } catch { throw Failure.invalidDocument(error.description) }
-        let report = cache.merge(document)
+        return try await importDocument(document)
+    }
+
+    public func importDocument(_ document: CacheDocument) async throws -> ImportReport {
+        var report = ImportReport()
+        for part in document.parts(of: Self.importPartSize) {
+            let merged = cache.merge(part)
+            report.added += merged.added
+            report.replaced += merged.replaced
+            report.keptNewer += merged.keptNewer
+            report.accounts += merged.accounts
+        }
         logger.info("cache imported", metadata: [
             "added": "\(report.added)", "replaced": "\(report.replaced)", "kept_newer": "\(report.keptNewer)",
         ])
@@ -157,7 +175,13 @@ public actor Broker {
         return report
     }
 
+    static let importPartSize = 2_000
+
     public func exportCache() -> [UInt8] { cache.exported() }
+
+    /// The document to export (brokerd's own state left out), for writing elsewhere: a copy that shares storage
+    /// with the cache, so it is cheap to take.
+    public func exportDocument() -> CacheDocument { cache.document }
 
     private func resolve(_ selector: AccountSelector) throws -> String {
         do { return try cache.resolve(selector) } catch { throw Failure.lookup(error) }
@@ -203,10 +227,13 @@ public actor Broker {
         scheduleWrite()
     }
 
-    /// Writes now if anything is pending (shutdown).
+    /// At shutdown: writes what is pending (one attempt, no retries), then closes the database.
     public func flush() async {
+        stopping = true
+        writer?.cancel()  // cuts a retry's backoff short
         if let writer { await writer.value }
-        if durableGeneration < generation { await writeLoop(delay: false) }
+        if durableGeneration < generation || cache.hasChangedRows { await writeLoop(delay: false) }
+        await store.close()  // checkpoints the write-ahead log: the database file alone is the cache again
     }
 
     private func scheduleWrite() {
@@ -215,25 +242,40 @@ public actor Broker {
     }
 
     private func writeLoop(delay: Bool) async {
-        if delay { try? await Task.sleep(for: writeDelay) }
-        while durableGeneration < generation {
+        if delay, writeDelay > .zero { try? await Task.sleep(for: writeDelay) }
+        var failures = 0
+        while durableGeneration < generation || cache.hasChangedRows {
             let target = generation
-            let snapshot = cache  // a value copy: the write proceeds while new changes come in
+            // The rows and their values, taken in one go under the cache's lock; serialized by the store.
+            let (rows, values) = cell.withLock { contents in
+                let rows = contents.cache.takeChangedRows()
+                return (rows, rows.map { contents.cache.value(of: $0) })
+            }
             do {
-                try await store.save(snapshot.persisted())
+                try await store.write(values)
                 writeCount += 1
+                lastWriteRows = values.count
                 lastWrite = Self.now()
                 lastWriteError = nil
-                durableGeneration = target
+                durableGeneration = max(durableGeneration, target)
                 resumeWaiters(upTo: target, with: nil)
+                failures = 0
             } catch {
+                cell.withLock { $0.cache.markChanged(rows) }
                 lastWriteError = "\(error)"
-                logger.error("cache write failed", metadata: ["error": "\(error)"])
-                durableGeneration = target
+                logger.error("cache write failed; retrying", metadata: ["error": "\(error)", "rows": "\(rows.count)"])
                 resumeWaiters(upTo: target, with: Failure.notPersisted("\(error)"))
+                failures += 1
+                if stopping { break }
+                try? await Task.sleep(for: Self.retryDelay(afterFailures: failures))
             }
         }
         writer = nil
+    }
+
+    /// 0.1 s, doubling, at most 30 s.
+    static func retryDelay(afterFailures failures: Int) -> Duration {
+        .milliseconds(min(100 << min(failures - 1, 9), 30_000))
     }
 
     private func resumeWaiters(upTo target: Int, with error: Error?) {

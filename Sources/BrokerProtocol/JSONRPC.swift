@@ -59,11 +59,12 @@ public struct RPCError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// One request as it arrived. `id` is the raw JSON text of the id (echoed verbatim in the answer); nil for a
-/// notification. `params` is the raw JSON text of the params object.
+/// notification. `params` is the params object as the envelope's reader parsed it (decode it with
+/// `ProtocolCoding.decode(_:from:)`); nil when the request had none.
 public struct RPCRequest: Sendable {
     public var id: String?
     public var method: String
-    public var params: [UInt8]?
+    public var params: JSONValue?
 
     public var isNotification: Bool { id == nil }
 }
@@ -90,14 +91,14 @@ public enum RPCEnvelope {
         do {
             switch try reader.peekKind() {
             case .object:
-                let request = try readRequest(&reader, line)
+                let request = try readRequest(&reader)
                 try reader.expectEnd()
                 return .single(request)
             case .array:
                 var requests: [Result<RPCRequest, RPCFailure>] = []
                 try reader.readArray { (reader) throws(JSONReadError) in
                     if try reader.peekKind() == .object {
-                        requests.append(try readRequest(&reader, line))
+                        requests.append(try readRequest(&reader))
                     } else {
                         _ = try reader.readValue()
                         requests.append(.failure(RPCFailure(id: "null", error: invalidRequest("a batch element must be an object"))))
@@ -116,8 +117,8 @@ public enum RPCEnvelope {
         }
     }
 
-    private static func readRequest(_ reader: inout JSONReader, _ line: [UInt8]) throws(JSONReadError) -> Result<RPCRequest, RPCFailure> {
-        var version: JSONValue?, method: JSONValue?, id: String?, idKind: JSONReader.Kind?, params: Range<Int>?
+    private static func readRequest(_ reader: inout JSONReader) throws(JSONReadError) -> Result<RPCRequest, RPCFailure> {
+        var version: JSONValue?, method: JSONValue?, id: String?, idKind: JSONReader.Kind?, params: JSONValue?
         var paramsKind: JSONReader.Kind?
         try reader.readObject { (key, reader) throws(JSONReadError) in
             switch key {
@@ -128,11 +129,11 @@ public enum RPCEnvelope {
                 id = try reader.readRaw()
             case "params":
                 paramsKind = try reader.peekKind()
-                params = try reader.readRawRange()
+                params = try reader.readValue()
             default: _ = try reader.readValue()
             }
         }
-        let answerId = (idKind == .string || idKind == .number || idKind == .null) ? id! : "null"
+        let answerId = (idKind == .string || idKind == .number || idKind == .null) ? id ?? "null" : "null"
         func fail(_ message: String) -> Result<RPCRequest, RPCFailure> {
             .failure(RPCFailure(id: answerId, error: invalidRequest(message)))
         }
@@ -145,7 +146,7 @@ public enum RPCEnvelope {
             return .failure(RPCFailure(id: answerId, error: RPCError(
                 code: RPCErrorCode.invalidParams, message: "\"params\" must be an object (brokerd takes parameters by name)")))
         }
-        return .success(RPCRequest(id: id, method: name, params: params.map { Array(line[$0]) }))
+        return .success(RPCRequest(id: id, method: name, params: params))
     }
 
     private static func invalidRequest(_ message: String) -> RPCError {

@@ -1,11 +1,5 @@
 import BrokerJSON
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials
-#else
-import Foundation
-#endif
-
 /// The methods brokerd serves (names as in SPEC §5; the Microsoft Linux broker uses the same verbs).
 public enum BrokerMethod: String, CaseIterable, Sendable {
     case getBrokerVersion
@@ -39,7 +33,7 @@ public enum BrokerNotification: String, CaseIterable, Sendable {
 
 /// Version of the wire contract. Additive changes (new methods, new optional fields) keep the major number;
 /// a client should ignore fields it does not know.
-public let brokerProtocolVersion = "1.2"
+public let brokerProtocolVersion = "1.3"
 public let brokerVersion = "0.1.0"
 
 // MARK: - Params
@@ -124,17 +118,28 @@ public struct SignOutParams: Codable, Sendable {
 public struct ImportCacheParams: Codable, Sendable {
     /// Only `"msal"` (the unified cache schema) for now.
     public var format: String
-    /// The cache document as JSON text (the content of e.g. `~/.azure/msal_token_cache.json`).
-    public var data: String
-    public init(format: String = "msal", data: String) {
+    /// The cache document as JSON text (the content of e.g. `~/.azure/msal_token_cache.json`); the whole message
+    /// must stay under the 1 MiB limit. Exactly one of `data` and `path`.
+    public var data: String?
+    /// An absolute path of a file of the caller's user that brokerd reads itself: any size (since protocol 1.3).
+    public var path: String?
+    public init(format: String = "msal", data: String? = nil, path: String? = nil) {
         self.format = format
         self.data = data
+        self.path = path
     }
 }
 
 public struct ExportCacheParams: Codable, Sendable {
     public var format: String?
-    public init(format: String? = "msal") { self.format = format }
+    /// An absolute path brokerd writes the document to itself (0600, replaced atomically; the directory must belong
+    /// to the caller's user or be sticky, like /tmp): any size (since protocol 1.3). Without it, the document comes
+    /// back in `data`.
+    public var path: String?
+    public init(format: String? = "msal", path: String? = nil) {
+        self.format = format
+        self.path = path
+    }
 }
 
 // MARK: - Results
@@ -274,10 +279,16 @@ public struct ImportResult: Codable, Sendable, Equatable {
 
 public struct ExportResult: Codable, Sendable, Equatable {
     public var format: String
-    public var data: String
-    public init(format: String, data: String) {
+    /// The document, when no `path` was given.
+    public var data: String?
+    /// Where it was written, and how many bytes, when a `path` was given.
+    public var path: String?
+    public var bytes: Int?
+    public init(format: String, data: String? = nil, path: String? = nil, bytes: Int? = nil) {
         self.format = format
         self.data = data
+        self.path = path
+        self.bytes = bytes
     }
 }
 
@@ -349,15 +360,21 @@ public struct StatusResult: Codable, Sendable, Equatable {
 
 // MARK: - Coding
 
+/// The wire's one JSON stack: JSONReader parses, JSONValueDecoder/JSONValueEncoder map to and from the protocol
+/// types, JSONWriter writes (compact, keys sorted, as JSONEncoder with `.sortedKeys` wrote them).
 public enum ProtocolCoding {
     public static func encode<T: Encodable>(_ value: T) throws -> [UInt8] {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return Array(try encoder.encode(value))
+        try JSONValueEncoder().encodeToBytes(value)
     }
 
+    /// From params or a result as the envelope's reader parsed them.
+    public static func decode<T: Decodable>(_ type: T.Type, from value: JSONValue) throws -> T {
+        try JSONValueDecoder().decode(type, from: value)
+    }
+
+    /// From JSON text (a notification's params, a result as the client received it).
     public static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
-        try JSONDecoder().decode(type, from: Data(bytes))
+        try JSONValueDecoder().decode(type, from: bytes)
     }
 
     /// A readable account of why params did not decode: which field, and what was wrong with it.

@@ -109,7 +109,13 @@ final class RequestRouter: Sendable {
                 guard p.format == "msal" else {
                     throw RPCError.invalidParams("unsupported cache format '\(p.format)' (supported: msal)", reason: "unsupportedFormat")
                 }
-                let report = try await broker.importCache(Array(p.data.utf8))
+                let bytes: [UInt8]
+                switch (p.data, p.path) {
+                case (let data?, nil): bytes = Array(data.utf8)
+                case (nil, let path?): bytes = try CallerFiles.read(path)
+                default: throw RPCError.invalidParams("importCache takes exactly one of 'data' and 'path'")
+                }
+                let report = try await broker.importCache(bytes)
                 return .success(try ProtocolCoding.encode(ImportResult(
                     added: report.added, replaced: report.replaced, keptNewer: report.keptNewer, accounts: report.accounts)))
             case .exportCache:
@@ -117,8 +123,15 @@ final class RequestRouter: Sendable {
                 guard (p.format ?? "msal") == "msal" else {
                     throw RPCError.invalidParams("unsupported cache format '\(p.format ?? "")' (supported: msal)", reason: "unsupportedFormat")
                 }
-                let data = String(decoding: await broker.exportCache(), as: UTF8.self)
-                return .success(try ProtocolCoding.encode(ExportResult(format: "msal", data: data)))
+                guard let path = p.path else {
+                    let data = String(decoding: await broker.exportCache(), as: UTF8.self)
+                    return .success(try ProtocolCoding.encode(ExportResult(format: "msal", data: data)))
+                }
+                let document = await broker.exportDocument()
+                let bytes = try CallerFiles.write(path) { sink in
+                    try document.serialize(indent: 4, excludingSections: [BrokerState.sectionName], into: sink)
+                }
+                return .success(try ProtocolCoding.encode(ExportResult(format: "msal", path: path, bytes: bytes)))
             case .acquireTokenSilently:
                 return .success(try await acquireTokenSilently(try params(AcquireTokenSilentlyParams.self, request)))
             case .acquireTokenInteractively:
@@ -144,7 +157,7 @@ final class RequestRouter: Sendable {
 
     func params<T: Decodable>(_ type: T.Type, _ request: RPCRequest) throws -> T {
         do {
-            return try ProtocolCoding.decode(type, from: request.params ?? Array("{}".utf8))
+            return try ProtocolCoding.decode(type, from: request.params ?? .object(JSONObject()))
         } catch {
             throw RPCError.invalidParams("invalid params for \(request.method): \(ProtocolCoding.describe(error))")
         }

@@ -84,17 +84,24 @@ struct Import: AsyncParsableCommand {
     @OptionGroup var output: OutputOptions
 
     func run() async throws {
-        let bytes: [UInt8]
-        do { bytes = try LocalFile.read(file) } catch {
-            printError("brokerctl: \(error)")
-            throw ExitCode(ExitStatus.failed)
-        }
-        guard let text = String(validating: bytes, as: UTF8.self) else {
-            printError("brokerctl: \(file) is not UTF-8 text")
-            throw ExitCode(ExitStatus.failed)
-        }
-        let result = try await withBroker {
-            try await connection.control().importCache(text)
+        let result: ImportResult
+        if file == "-" {
+            // Standard input travels in the message (1 MiB at most); a file of any size is read by brokerd itself.
+            let bytes: [UInt8]
+            do { bytes = try LocalFile.read(file) } catch {
+                printError("brokerctl: \(error)")
+                throw ExitCode(ExitStatus.failed)
+            }
+            guard let text = String(validating: bytes, as: UTF8.self) else {
+                printError("brokerctl: standard input is not UTF-8 text")
+                throw ExitCode(ExitStatus.failed)
+            }
+            result = try await withBroker { try await connection.control().importCache(text) }
+        } else {
+            let path = LocalFile.absolute(file)
+            result = try await ProgressLine.while("importing \(file)") {
+                try await withBroker { try await connection.control().importCache(fromFile: path) }
+            }
         }
         if output.json { return try printJSON(result) }
         print("Imported \(file): \(result.added) new, \(result.replaced) replaced, \(result.keptNewer) kept (the broker's were newer); "
@@ -105,18 +112,28 @@ struct Import: AsyncParsableCommand {
 struct Export: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Write the broker's cache as an MSAL unified cache document (readable by msal-python, MSAL.NET, Azure CLI).",
-        discussion: "The file holds refresh tokens in clear text: it is created with mode 0600.")
+        discussion: """
+            The file holds refresh tokens in clear text: it is created with mode 0600. brokerd writes it itself (any \
+            size), into a directory of your user (or a sticky one such as /tmp), replacing the file atomically.
+            """)
     @Argument(help: "The file to write, or - for standard output.")
     var file: String
     @OptionGroup var connection: ConnectionOptions
 
     func run() async throws {
-        let document = try await withBroker { try await connection.control().exportCache() }
-        do { try LocalFile.write(file, Array(document.utf8)) } catch {
-            printError("brokerctl: \(error)")
-            throw ExitCode(ExitStatus.failed)
+        if file == "-" {
+            let document = try await withBroker { try await connection.control().exportCache() }
+            do { try LocalFile.write(file, Array(document.utf8)) } catch {
+                printError("brokerctl: \(error)")
+                throw ExitCode(ExitStatus.failed)
+            }
+            return
         }
-        if file != "-" { print("Exported the cache to \(file) (mode 0600).") }
+        let path = LocalFile.absolute(file)
+        let bytes = try await ProgressLine.while("exporting to \(file)") {
+            try await withBroker { try await connection.control().exportCache(toFile: path) }
+        }
+        print("Exported the cache to \(file) (\(bytes) bytes, mode 0600).")
     }
 }
 

@@ -91,3 +91,30 @@ extension String {
         count >= width ? self : self + String(repeating: " ", count: width - count)
     }
 }
+
+/// "brokerctl: importing FILE… 3 s" on standard error while a long operation runs, when standard error is a
+/// terminal and the operation takes over a second; the line is erased when it ends.
+enum ProgressLine {
+    static func `while`<T: Sendable>(_ what: String, _ body: () async throws -> T) async throws -> T {
+        guard isatty(2) == 1 else { return try await body() }
+        let ticker = Task {
+            let started = ContinuousClock.now
+            try await Task.sleep(for: .seconds(1))
+            while !Task.isCancelled {
+                let seconds = (ContinuousClock.now - started).components.seconds
+                show("\rbrokerctl: \(what)… \(seconds) s ")
+                try await Task.sleep(for: .milliseconds(250))
+            }
+        }
+        defer {
+            ticker.cancel()
+            show("\r\u{1B}[K")
+        }
+        return try await body()
+    }
+
+    private static func show(_ text: String) {
+        var bytes = Array(text.utf8)
+        bytes.withUnsafeMutableBytes { _ = write(2, $0.baseAddress, $0.count) }
+    }
+}

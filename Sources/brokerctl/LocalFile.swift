@@ -8,6 +8,15 @@ enum LocalFile {
         var description: String
     }
 
+    /// `path` made absolute against the working directory (brokerd, which opens it, has another one).
+    static func absolute(_ path: String) -> String {
+        if path.hasPrefix("/") { return path }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&buffer, buffer.count) != nil else { return path }
+        let directory = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return (directory == "/" ? "" : directory) + "/" + path
+    }
+
     static func read(_ path: String) throws -> [UInt8] {
         let fd = path == "-" ? 0 : open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw Failure(description: "cannot open \(path): \(String(cString: strerror(errno)))") }

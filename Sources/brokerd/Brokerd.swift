@@ -61,7 +61,7 @@ struct Brokerd: AsyncParsableCommand {
                 fail("brokerd: cannot create the state directory: \(error)")
             }
         }
-        let store = CacheStore(path: "\(stateDirectory)/cache.bin", keyStore: keyStore)
+        let store = CacheStore(path: "\(stateDirectory)/cache.db", keyStore: keyStore)
         var identity: IdentityProvider
         do { identity = try IdentityProvider(settings: Self.identitySettings(configuration)) } catch {
             fail("brokerd: cannot set up HTTPS to identity providers: \(error)")

@@ -1,5 +1,5 @@
 import BrokerCache
-import BrokerCore
+@testable import BrokerCore
 import BrokerJSON
 import Foundation
 import Logging
@@ -9,106 +9,150 @@ import XCTest
 import Glibc
 #endif
 
-/// The encrypted cache file, its key, files that cannot be used, and the broker's group commit.
+/// The cache database, its key, files that cannot be used, the migration of the old cache file, and the broker's
+/// group commit of changed rows.
 final class PersistenceTests: XCTestCase {
-    private func sampleDocument(secret: String = "fake-plaintext-secret-1") throws -> CacheDocument {
+    private func sampleCache(secret: String = "fake-plaintext-secret-1") -> TokenCache {
         var cache = TokenCache()
         cache.add(.accessToken, accessToken(hid: "uid.utid", client: "client-a", realm: "tenant", target: "User.Read",
                                             secret: secret))
         cache.add(.account, accountEntry(hid: "uid.utid", realm: "tenant", username: "user@contoso.example"))
         cache.setOtherSection("customized", json: #""whatever""#)
-        return try CacheDocument.parse(cache.persisted())
+        return cache
     }
 
     private func files(in directory: String) throws -> [String] {
         try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
     }
 
+    private func database(in dir: String) throws -> [UInt8] {
+        try ["cache.db", "cache.db-wal"].flatMap { (try AtomicFile.read("\(dir)/\($0)")) ?? [] }
+    }
+
     func testSaveLoadRoundTripWithNewKeyFile() async throws {
         let dir = try makeTemporaryDirectory(self)
-        let keyPath = "\(dir)/keys/cache.key", cachePath = "\(dir)/state/cache.bin"
+        let keyPath = "\(dir)/keys/cache.key", cachePath = "\(dir)/state/cache.db"
         let store = CacheStore(path: cachePath, keyStore: .file(path: keyPath))
         let first = try await store.load()
-        XCTAssertEqual(first.document.entityCount, 0)
-        XCTAssertNil(first.problem)
+        XCTAssertEqual(first.cache.document.entityCount, 0)
+        XCTAssertEqual(first.problems, [])
         XCTAssertEqual(fileMode(keyPath), 0o600)
         XCTAssertEqual(try AtomicFile.read(keyPath)?.count, 32)
 
-        let document = try sampleDocument()
-        try await store.save(document.serialized(indent: nil))
-        let onDisk = try XCTUnwrap(try AtomicFile.read(cachePath))
-        XCTAssertEqual(Array(onDisk.prefix(8)), CacheStore.header)
-        XCTAssertFalse(contains(onDisk, "fake-plaintext-secret-1"))
-        XCTAssertFalse(contains(onDisk, "user@contoso.example"))
-        XCTAssertFalse(contains(onDisk, "AccessToken"))
+        let cache = sampleCache()
+        try await store.write(cache.allRows().map(cache.value(of:)))
+        XCTAssertFalse(contains(try database(in: "\(dir)/state"), "fake-plaintext-secret-1"), "secrets are sealed")
         XCTAssertEqual(fileMode(cachePath), 0o600)
-        XCTAssertEqual(try files(in: "\(dir)/state"), ["cache.bin"], "no temporary file is left behind")
+        await store.close()
 
         // A new store (a restart) with the same key file reads it back.
-        let reopened = CacheStore(path: cachePath, keyStore: .file(path: keyPath))
-        let loaded = try await reopened.load()
-        XCTAssertNil(loaded.problem)
-        XCTAssertEqual(loaded.document, document)
-        XCTAssertEqual(TokenCache(document: loaded.document).secrets(.accessToken, CacheQuery(clientId: "client-a")),
-                       ["fake-plaintext-secret-1"])
-        XCTAssertEqual(loaded.document.otherSections.map(\.json), [#""whatever""#])
+        let loaded = try await CacheStore(path: cachePath, keyStore: .file(path: keyPath)).load()
+        XCTAssertEqual(loaded.problems, [])
+        XCTAssertEqual(loaded.cache.document, cache.document)
+        XCTAssertEqual(loaded.cache.secrets(.accessToken, CacheQuery(clientId: "client-a")), ["fake-plaintext-secret-1"])
+        XCTAssertEqual(loaded.cache.otherSection("customized"), #""whatever""#)
+    }
+
+    /// One change is written as its own rows: the rest of the cache is not rewritten.
+    func testAChangeWritesOnlyItsRows() async throws {
+        let dir = try makeTemporaryDirectory(self)
+        let broker = try await makeBroker(dir)
+        _ = try await broker.importCache(try Fixture.bytes("python"))
+        let imported = await broker.lastWriteRows
+        XCTAssertGreaterThan(imported, 5)
+        let report = try await broker.removeAccount(.username("JOHN.DOE@contoso.example"), forClient: "py_client_id")
+        let removal = await broker.lastWriteRows
+        XCTAssertLessThan(removal, imported)
+        XCTAssertEqual(removal, report.accessTokens + report.idTokens + report.refreshTokens + 1,
+                       "the removed entries and brokerd's state row (the account is now hidden from the app)")
     }
 
     private func assertMovedAside(_ dir: String, store: CacheStore, file: StaticString = #filePath,
                                   line: UInt = #line) async throws {
         let loaded = try await store.load()
-        XCTAssertEqual(loaded.document.entityCount, 0, file: file, line: line)
-        XCTAssertEqual(loaded.document.otherSections.count, 0, file: file, line: line)
-        let problem = try XCTUnwrap(loaded.problem, "a problem is reported", file: file, line: line)
+        XCTAssertEqual(loaded.cache.document.entityCount, 0, file: file, line: line)
+        XCTAssertEqual(loaded.cache.document.otherSections.count, 0, file: file, line: line)
+        XCTAssertEqual(loaded.problems.count, 1, "a problem is reported: \(loaded.problems)", file: file, line: line)
+        let problem = loaded.problems.first ?? ""
         let names = try files(in: dir)
-        XCTAssertFalse(names.contains("cache.bin"), "the unusable file is not left in place: \(names)", file: file, line: line)
-        let aside = names.filter { $0.hasPrefix("cache.bin.unreadable-") }
+        let aside = names.filter { $0.contains(".unreadable-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") }
         XCTAssertEqual(aside.count, 1, "\(names)", file: file, line: line)
         XCTAssertTrue(problem.contains(aside.first ?? "?"), "the problem names the new file: \(problem)", file: file, line: line)
     }
 
-    func testTamperedFileIsMovedAside() async throws {
-        let dir = try makeTemporaryDirectory(self)
-        let keyStore = KeyStore.file(path: "\(dir)/cache.key"), cachePath = "\(dir)/cache.bin"
-        let store = CacheStore(path: cachePath, keyStore: keyStore)
+    private func savedDatabase(_ dir: String) async throws -> KeyStore {
+        let keyStore = KeyStore.file(path: "\(dir)/cache.key")
+        let store = CacheStore(path: "\(dir)/cache.db", keyStore: keyStore)
         _ = try await store.load()
-        try await store.save(try sampleDocument().serialized())
-        var bytes = try XCTUnwrap(try AtomicFile.read(cachePath))
-        bytes[bytes.count / 2] ^= 0x01
-        try AtomicFile.replace(cachePath, with: bytes)
-        let original = bytes
-
-        try await assertMovedAside(dir, store: CacheStore(path: cachePath, keyStore: keyStore))
-        let aside = try XCTUnwrap(try files(in: dir).first { $0.hasPrefix("cache.bin.unreadable-") })
-        XCTAssertEqual(try AtomicFile.read("\(dir)/\(aside)"), original, "moved, never rewritten")
+        let cache = sampleCache()
+        try await store.write(cache.allRows().map(cache.value(of:)))
+        await store.close()
+        return keyStore
     }
 
-    func testTamperedHeaderIsMovedAside() async throws {
+    func testDatabaseOfAnotherKeyIsMovedAside() async throws {
         let dir = try makeTemporaryDirectory(self)
-        let keyStore = KeyStore.file(path: "\(dir)/cache.key"), cachePath = "\(dir)/cache.bin"
-        let store = CacheStore(path: cachePath, keyStore: keyStore)
-        _ = try await store.load()
-        try await store.save(try sampleDocument().serialized())
-        var bytes = try XCTUnwrap(try AtomicFile.read(cachePath))
-        bytes[7] = 0x02  // format version; it is authenticated
-        try AtomicFile.replace(cachePath, with: bytes)
-        try await assertMovedAside(dir, store: CacheStore(path: cachePath, keyStore: keyStore))
+        _ = try await savedDatabase(dir)
+        try AtomicFile.replace("\(dir)/cache.key", with: Array(repeating: 9, count: 32))
+        try await assertMovedAside(dir, store: CacheStore(path: "\(dir)/cache.db", keyStore: .file(path: "\(dir)/cache.key")))
+        XCTAssertTrue(try files(in: dir).contains("cache.db"), "a new database replaces it")
     }
 
-    func testGarbageFileIsMovedAside() async throws {
+    func testGarbageDatabaseIsMovedAside() async throws {
         let dir = try makeTemporaryDirectory(self)
         let keyStore = KeyStore.file(path: "\(dir)/cache.key")
-        _ = try keyStore.loadKey()  // an existing key, so only the cache file is at fault
-        try AtomicFile.replace("\(dir)/cache.bin", with: Array(#"{"AccessToken": {}}"#.utf8))
-        try await assertMovedAside(dir, store: CacheStore(path: "\(dir)/cache.bin", keyStore: keyStore))
+        _ = try keyStore.loadKey()  // an existing key, so only the database is at fault
+        let garbage = Array(repeating: UInt8(7), count: 8192)
+        try AtomicFile.replace("\(dir)/cache.db", with: garbage)
+        try await assertMovedAside(dir, store: CacheStore(path: "\(dir)/cache.db", keyStore: keyStore))
+        let aside = try XCTUnwrap(try files(in: dir).first { $0.hasPrefix("cache.db.unreadable-") })
+        XCTAssertEqual(try AtomicFile.read("\(dir)/\(aside)"), garbage, "moved, never rewritten")
     }
 
-    func testCacheFileWithoutItsKeyIsMovedAside() async throws {
+    func testDatabaseWithoutItsKeyIsMovedAside() async throws {
         let dir = try makeTemporaryDirectory(self)
-        try AtomicFile.replace("\(dir)/cache.bin", with: CacheStore.header + Array(repeating: 7, count: 64))
-        let store = CacheStore(path: "\(dir)/cache.bin", keyStore: .file(path: "\(dir)/cache.key"))
-        try await assertMovedAside(dir, store: store)
+        _ = try await savedDatabase(dir)
+        XCTAssertEqual(unlink("\(dir)/cache.key"), 0)
+        try await assertMovedAside(dir, store: CacheStore(path: "\(dir)/cache.db", keyStore: .file(path: "\(dir)/cache.key")))
         XCTAssertEqual(fileMode("\(dir)/cache.key"), 0o600)
+    }
+
+    /// The cache file of earlier versions is written into the database once and kept as a backup.
+    func testOldCacheFileIsMigratedOnce() async throws {
+        let dir = try makeTemporaryDirectory(self)
+        let keyStore = KeyStore.file(path: "\(dir)/cache.key")
+        let key = try XCTUnwrap(try keyStore.loadKey()).key
+        var old = sampleCache()
+        old.state.hide("uid.utid", from: "client-b")
+        let legacyBytes = try LegacyCacheFile.seal(old.persisted(), key: key)
+        try AtomicFile.replace("\(dir)/cache.bin", with: legacyBytes)
+
+        let migrated = try await CacheStore(path: "\(dir)/cache.db", keyStore: keyStore).load()
+        XCTAssertEqual(migrated.problems, [])
+        XCTAssertEqual(migrated.cache.document, old.document)
+        XCTAssertTrue(migrated.cache.state.isHidden("uid.utid", from: "client-b"))
+        let names = try files(in: dir)
+        XCTAssertFalse(names.contains("cache.bin"))
+        let backup = try XCTUnwrap(names.first { $0.hasPrefix("cache.bin.migrated-") }, "\(names)")
+        XCTAssertEqual(try AtomicFile.read("\(dir)/\(backup)"), legacyBytes, "the old file is kept as it was")
+
+        // The next start reads the database; the backup is not read again.
+        let again = try await CacheStore(path: "\(dir)/cache.db", keyStore: keyStore).load()
+        XCTAssertEqual(again.problems, [])
+        XCTAssertEqual(again.cache.document, old.document)
+        XCTAssertTrue(again.cache.state.isHidden("uid.utid", from: "client-b"))
+    }
+
+    func testUnreadableOldCacheFileIsMovedAside() async throws {
+        let dir = try makeTemporaryDirectory(self)
+        let keyStore = KeyStore.file(path: "\(dir)/cache.key")
+        _ = try keyStore.loadKey()
+        try AtomicFile.replace("\(dir)/cache.bin", with: LegacyCacheFile.header + Array(repeating: 7, count: 64))
+        let loaded = try await CacheStore(path: "\(dir)/cache.db", keyStore: keyStore).load()
+        XCTAssertEqual(loaded.cache.document.entityCount, 0)
+        XCTAssertEqual(loaded.problems.count, 1)
+        XCTAssertTrue(loaded.problems[0].contains("cannot be decrypted"), loaded.problems[0])
+        XCTAssertTrue(try files(in: dir).contains { $0.hasPrefix("cache.bin.unreadable-") })
     }
 
     func testKeyFileReadableByOthersIsRefused() async throws {
@@ -125,7 +169,7 @@ final class PersistenceTests: XCTestCase {
             XCTAssertEqual(mode & 0o777, 0o644)
         }
         do {
-            _ = try await CacheStore(path: "\(dir)/cache.bin", keyStore: keyStore).load()
+            _ = try await CacheStore(path: "\(dir)/cache.db", keyStore: keyStore).load()
             XCTFail("load must refuse the key")
         } catch {
             XCTAssertNotNil(error as? KeyStore.Failure)
@@ -145,13 +189,14 @@ final class PersistenceTests: XCTestCase {
 
     func testMemoryKeyStoreWritesNothing() async throws {
         let dir = try makeTemporaryDirectory(self)
-        let store = CacheStore(path: "\(dir)/cache.bin", keyStore: .memory)
+        let store = CacheStore(path: "\(dir)/cache.db", keyStore: .memory)
         let persists = await store.persists
         XCTAssertFalse(persists)
         let loaded = try await store.load()
-        XCTAssertNil(loaded.problem)
-        XCTAssertEqual(loaded.document.entityCount, 0)
-        try await store.save(try sampleDocument().serialized())
+        XCTAssertEqual(loaded.problems, [])
+        XCTAssertEqual(loaded.cache.document.entityCount, 0)
+        let cache = sampleCache()
+        try await store.write(cache.allRows().map(cache.value(of:)))
         XCTAssertEqual(try files(in: dir), [])
         XCTAssertNil(try KeyStore.memory.loadKey())
     }
@@ -178,16 +223,18 @@ final class PersistenceTests: XCTestCase {
 
     // MARK: Broker group commit
 
-    private func makeBroker(_ dir: String, writeDelay: Duration = .milliseconds(20)) async throws -> Broker {
-        let store = CacheStore(path: "\(dir)/cache.bin", keyStore: .file(path: "\(dir)/cache.key"))
+    private func makeBroker(_ dir: String, writeDelay: Duration = .zero) async throws -> Broker {
+        let store = CacheStore(path: "\(dir)/cache.db", keyStore: .file(path: "\(dir)/cache.key"))
         let broker = Broker(store: store, writeDelay: writeDelay, logger: Logger(label: "brokercore-tests"))
         try await broker.start()
         return broker
     }
 
+    /// With a coalescing window (write_delay_ms), a burst of commits is one or a few writes. (Without one, the
+    /// default, commits arriving during a write still share the next write.)
     func testConcurrentCommitsAreCoalesced() async throws {
         let dir = try makeTemporaryDirectory(self)
-        let broker = try await makeBroker(dir)
+        let broker = try await makeBroker(dir, writeDelay: .milliseconds(20))
         let writesBefore = await broker.writeCount
         XCTAssertEqual(writesBefore, 0)
         let finished = try await withThrowingTaskGroup(of: Int.self) { group in
@@ -205,7 +252,7 @@ final class PersistenceTests: XCTestCase {
         let writes = await broker.writeCount
         XCTAssertGreaterThanOrEqual(writes, 1)
         XCTAssertLessThanOrEqual(writes, 5, "50 concurrent commits must be coalesced")
-        XCTAssertTrue(AtomicFile.exists("\(dir)/cache.bin"))
+        XCTAssertTrue(AtomicFile.exists("\(dir)/cache.db"))
         let status = await broker.status()
         XCTAssertNil(status.lastWriteError)
         XCTAssertNotNil(status.lastWrite)
@@ -240,11 +287,11 @@ final class PersistenceTests: XCTestCase {
     func testBrokerReportsAMovedAsideCache() async throws {
         let dir = try makeTemporaryDirectory(self)
         _ = try KeyStore.file(path: "\(dir)/cache.key").loadKey()
-        try AtomicFile.replace("\(dir)/cache.bin", with: Array("garbage".utf8))
+        try AtomicFile.replace("\(dir)/cache.db", with: Array(repeating: 0x47, count: 4096))
         let broker = try await makeBroker(dir)
         let status = await broker.status()
         XCTAssertEqual(status.problems.count, 1)
         XCTAssertEqual(status.accounts, 0)
-        XCTAssertTrue(try files(in: dir).contains { $0.hasPrefix("cache.bin.unreadable-") })
+        XCTAssertTrue(try files(in: dir).contains { $0.hasPrefix("cache.db.unreadable-") })
     }
 }

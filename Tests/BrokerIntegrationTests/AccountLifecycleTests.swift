@@ -68,8 +68,9 @@ final class AccountLifecycleTests: XCTestCase {
         XCTAssertEqual(signout.status, 0, signout.stderr)
         XCTAssertTrue(signout.stdout.contains("Signed out \(CacheFixture.alice): 2 refresh, 1 access"), signout.stdout)
         let exported = try await connection.call(.exportCache, ExportCacheParams(), as: ExportResult.self)
-        XCTAssertFalse(exported.data.contains(CacheFixture.alice))
-        XCTAssertTrue(exported.data.contains("fake-rt-bob-a"))
+        let exportedData = try XCTUnwrap(exported.data)
+        XCTAssertFalse(exportedData.contains(CacheFixture.alice))
+        XCTAssertTrue(exportedData.contains("fake-rt-bob-a"))
         let all = try await connection.call(.getAccounts, GetAccountsParams(), as: AccountsResult.self)
         XCTAssertEqual(all.accounts.map(\.homeAccountId), [CacheFixture.bob])
 
@@ -80,8 +81,11 @@ final class AccountLifecycleTests: XCTestCase {
 
         // Secrets never reach the log or the file on disk in clear.
         XCTAssertFalse(daemon.log.contains("fake-"), "a secret reached the log")
-        let onDisk = try Data(contentsOf: URL(fileURLWithPath: daemon.stateDir + "/cache.bin"))
-        XCTAssertNil(onDisk.range(of: Data("fake-rt-bob-a".utf8)), "the cache file is not encrypted")
+        for file in ["cache.db", "cache.db-wal"] where FileManager.default.fileExists(atPath: daemon.stateDir + "/" + file) {
+            let onDisk = try Data(contentsOf: URL(fileURLWithPath: daemon.stateDir + "/" + file))
+            XCTAssertNil(onDisk.range(of: Data("fake-rt-bob-a".utf8)), "a secret is in \(file) in clear")
+        }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: daemon.stateDir + "/cache.db"))
         XCTAssertTrue(daemon.log.contains("method=importCache"), "requests are logged")
         XCTAssertEqual(daemon.stop(), 0)
     }
@@ -160,7 +164,7 @@ final class AccountLifecycleTests: XCTestCase {
         }
         _ = try daemon.ctl(["import", "-"], stdin: CacheFixture.twoAppsTwoAccounts.json)
         XCTAssertEqual(daemon.stop(), 0)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: daemon.stateDir + "/cache.bin"), "memory mode writes nothing")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: daemon.stateDir + "/cache.db"), "memory mode writes nothing")
         XCTAssertFalse(FileManager.default.fileExists(atPath: daemon.stateDir + "/cache.key"))
     }
 }

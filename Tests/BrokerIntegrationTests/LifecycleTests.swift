@@ -111,20 +111,21 @@ final class LifecycleTests: XCTestCase {
         try daemon.start()
         _ = try daemon.ctl(["import", "-"], stdin: CacheFixture.twoAppsTwoAccounts.json)
         XCTAssertEqual(daemon.stop(), 0)
-        // Flip one byte of the ciphertext.
-        let path = daemon.stateDir + "/cache.bin"
-        var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
-        bytes[bytes.count - 20] ^= 0x01
-        try bytes.write(to: URL(fileURLWithPath: path))
+        // Another key: the database's key check no longer opens.
+        let keyPath = daemon.stateDir + "/cache.key"
+        try Data(repeating: 0x5A, count: 32).write(to: URL(fileURLWithPath: keyPath))
+        XCTAssertEqual(chmod(keyPath, 0o600), 0)
+        let before = try Data(contentsOf: URL(fileURLWithPath: daemon.stateDir + "/cache.db"))
 
         try daemon.start()
         let status = try decode(StatusResult.self, try daemon.ctl(["status", "--json"]).stdout)
         XCTAssertEqual(status.accounts, 0)
         XCTAssertEqual(status.problems.count, 1)
         XCTAssertTrue(status.problems[0].contains("cannot be decrypted"), status.problems[0])
-        let aside = try FileManager.default.contentsOfDirectory(atPath: daemon.stateDir).filter { $0.hasPrefix("cache.bin.unreadable-") }
+        let aside = try FileManager.default.contentsOfDirectory(atPath: daemon.stateDir)
+            .filter { $0.hasPrefix("cache.db.unreadable-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") }
         XCTAssertEqual(aside.count, 1)
-        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: daemon.stateDir + "/" + aside[0])), bytes, "kept as it was")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: daemon.stateDir + "/" + aside[0])), before, "kept as it was")
         let human = try daemon.ctl(["status"])
         XCTAssertTrue(human.stdout.contains("PROBLEM"), human.stdout)
         XCTAssertEqual(daemon.stop(), 0)

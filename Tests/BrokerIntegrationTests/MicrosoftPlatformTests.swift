@@ -49,7 +49,7 @@ final class MicrosoftPlatformTests: XCTestCase {
         let code = await errorCode { _ = try await self.silent(daemon, client: TestEntra.nonFamily, account: "alice@contoso.example") }
         XCTAssertEqual(code, -50002)
         let exported = try await BrokerConnection(socketPath: daemon.socket).call(.exportCache, ExportCacheParams(), as: ExportResult.self)
-        let root = try JSONSerialization.jsonObject(with: Data(exported.data.utf8)) as! [String: Any]
+        let root = try JSONSerialization.jsonObject(with: Data(try XCTUnwrap(exported.data).utf8)) as! [String: Any]
         let metadata = (root["AppMetadata"] as? [String: [String: Any]] ?? [:]).values
         let c = try XCTUnwrap(metadata.first { $0["client_id"] as? String == TestEntra.nonFamily })
         XCTAssertNil(c["family_id"], "C is known to be outside the family")
@@ -181,7 +181,7 @@ final class MicrosoftPlatformTests: XCTestCase {
         let daemon = try entra.startBroker()
         XCTAssertEqual(try entra.signIn(daemon, user: "bob@contoso.example", client: TestEntra.famA).status, 0, daemon.log)
         let connection = BrokerConnection(socketPath: daemon.socket)
-        let exported = try await connection.call(.exportCache, ExportCacheParams(), as: ExportResult.self).data
+        let exported = try await connection.call(.exportCache, ExportCacheParams(), as: ExportResult.self).data ?? ""
         XCTAssertEqual(try daemon.ctl(["signout", "bob@contoso.example"]).status, 0)
 
         // The same cache as MSAL.NET writes it: login.windows.net everywhere.

@@ -207,7 +207,7 @@ final class PackagingTests: XCTestCase {
         XCTAssertEqual(daemon.terminationStatus, 0, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
         // The default state directory, as StateDirectory=brokerd gives it in the user unit.
         let state = home + "/.local/state/brokerd"
-        XCTAssertTrue(FileManager.default.fileExists(atPath: state + "/cache.bin"), "no cache in \(state)")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: state + "/cache.db"), "no cache in \(state)")
         XCTAssertTrue(FileManager.default.fileExists(atPath: state + "/cache.key"), "no key in \(state)")
         return state
     }

@@ -109,11 +109,13 @@ final class TokenEngineTests: XCTestCase {
         try idp.control("/test/reset-counters")
         try idp.control("/test/delay?ms=500&count=1")
 
-        let socket = daemon.socket
+        // 1,000 calls at once: 50 connections (under the connection cap) with 20 calls in flight on each.
+        let connections = (0..<50).map { _ in BrokerConnection(socketPath: daemon.socket) }
         let results = try await withThrowingTaskGroup(of: TokenResult.self) { group in
-            for _ in 0..<200 {
+            for index in 0..<1_000 {
+                let connection = connections[index % connections.count]
                 group.addTask {
-                    try await BrokerConnection(socketPath: socket).call(.acquireTokenSilently, AcquireTokenSilentlyParams(
+                    try await connection.call(.acquireTokenSilently, AcquireTokenSilentlyParams(
                         clientId: "brokerd-test-app-a", scopes: ["mail.read"], account: AccountReference("alice")),
                         as: TokenResult.self)
                 }
@@ -122,9 +124,9 @@ final class TokenEngineTests: XCTestCase {
             for try await result in group { all.append(result) }
             return all
         }
-        XCTAssertEqual(results.count, 200)
+        XCTAssertEqual(results.count, 1_000)
         XCTAssertEqual(Set(results.map(\.accessToken)).count, 1, "every caller got the one refreshed token")
-        XCTAssertEqual(try idp.tokenRequests("refresh_token"), 1, "200 concurrent callers, exactly one refresh")
+        XCTAssertEqual(try idp.tokenRequests("refresh_token"), 1, "1,000 concurrent callers, exactly one refresh")
         XCTAssertTrue(results.allSatisfy { $0.source == "refresh" || $0.source == "cache" })
         XCTAssertGreaterThan(results.filter { $0.source == "refresh" }.count, 1, "callers joined the one refresh in flight")
     }

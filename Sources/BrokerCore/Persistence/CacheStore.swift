@@ -1,71 +1,169 @@
 import BrokerCache
+import BrokerJSON
+import BrokerStore
 import Crypto
 
-/// The cache on disk: the unified-schema JSON sealed with AES-256-GCM and replaced atomically.
-///
-/// File layout: the 8-byte header `BRKDC\x00\x00\x01` (authenticated as associated data), then nonce,
-/// ciphertext and tag (`AES.GCM.SealedBox.combined`).
-public actor CacheStore {
-    public static let header: [UInt8] = Array("BRKDC".utf8) + [0, 0, 1]
+#if canImport(Glibc)
+import Glibc
+#endif
 
+/// The cache on disk: an SQLite database (`cache.db`) with one row per entry and every secret sealed with
+/// AES-256-GCM under the key store's key (BrokerStore). A write is one transaction of the rows a change touched,
+/// durable when it returns. Runs off the broker actor, so a write's fsync never holds up a request.
+///
+/// Files that cannot be used are moved aside (never overwritten) and reported; an old `cache.bin` (the whole
+/// cache in one sealed file) is migrated once and kept as `cache.bin.migrated-<time>`.
+public actor CacheStore {
     public let path: String
     public let keyStore: KeyStore
-    private var key: SymmetricKey?
+    private var database: CacheDatabase?
 
-    /// What loading found: the document, and a problem worth reporting if the file could not be used.
     public struct Loaded: Sendable {
-        public var document: CacheDocument
-        /// Set when the file was unusable and moved aside (the new name is in the message).
-        public var problem: String?
+        public var cache: TokenCache
+        /// Files that could not be used (moved aside) and entries that could not be read.
+        public var problems: [String]
     }
 
+    /// `path` is the database; the old single-file cache, if any, is `cache.bin` beside it.
     public init(path: String, keyStore: KeyStore) {
         self.path = path
         self.keyStore = keyStore
     }
 
     public var persists: Bool { keyStore != .memory }
+    var legacyPath: String { AtomicFile.parentDirectory(of: path) + "/cache.bin" }
 
-    /// Reads the cache. A file that cannot be decrypted or parsed is moved aside and reported — never
-    /// overwritten — and brokerd starts with an empty cache.
     public func load() throws -> Loaded {
-        guard let (key, created) = try keyStore.loadKey() else { return Loaded(document: CacheDocument()) }
-        self.key = key
-        guard let sealed = try AtomicFile.read(path) else { return Loaded(document: CacheDocument()) }
-        let reason: String
-        if created {
-            reason = "the key file was missing (a new key was made)"
-        } else {
-            do {
-                let plaintext = try open(sealed, with: key)
+        guard let (key, created) = try keyStore.loadKey() else { return Loaded(cache: TokenCache(), problems: []) }
+        try AtomicFile.makeDirectory(AtomicFile.parentDirectory(of: path))
+        var problems: [String] = []
+        if access(path, F_OK) == 0 {
+            if created {
+                problems.append(try moveAside("the key file was missing (a new key was made)"))
+            } else {
                 do {
-                    return Loaded(document: try CacheDocument.parse(plaintext))
-                } catch {
-                    reason = "its content is not a cache document (\(error))"
+                    let database = try CacheDatabase(path: path, key: key)
+                    self.database = database
+                    let loaded = try database.loadAll()
+                    return Loaded(cache: try Self.cache(from: loaded.rows, problems: &problems), problems: problems + loaded.problems)
+                } catch CacheDatabase.Failure.wrongKey {
+                    problems.append(try moveAside("it cannot be decrypted with the key"))
+                } catch CacheDatabase.Failure.notADatabase(_, let detail) {
+                    problems.append(try moveAside("it is not a cache database (\(detail))"))
                 }
-            } catch {
-                reason = "it cannot be decrypted with the key"
             }
         }
-        let aside = try AtomicFile.moveAside(path, reason: "unreadable")
-        return Loaded(document: CacheDocument(),
-                      problem: "cache file \(path) could not be used because \(reason); it was moved to \(aside)")
-    }
-
-    public func save(_ plaintext: [UInt8]) throws {
-        guard persists else { return }
-        guard let key else { throw FileError(operation: "encrypt (key not loaded)", path: path, code: 0) }
-        let sealed = try AES.GCM.seal(plaintext, using: key, authenticating: Self.header)
-        guard let combined = sealed.combined else { throw FileError(operation: "encrypt", path: path, code: 0) }
-        try AtomicFile.makeDirectory(AtomicFile.parentDirectory(of: path))
-        try AtomicFile.replace(path, with: Self.header + Array(combined))
-    }
-
-    private func open(_ file: [UInt8], with key: SymmetricKey) throws -> [UInt8] {
-        guard file.count > Self.header.count, Array(file[0..<Self.header.count]) == Self.header else {
-            throw FileError(operation: "decrypt (unknown header)", path: path, code: 0)
+        database = try CacheDatabase(path: path, key: key)
+        if let migrated = try migrateLegacyFile(key: key, keyCreated: created, problems: &problems) {
+            return Loaded(cache: migrated, problems: problems)
         }
-        let box = try AES.GCM.SealedBox(combined: file[Self.header.count...])
-        return Array(try AES.GCM.open(box, using: key, authenticating: Self.header))
+        return Loaded(cache: TokenCache(), problems: problems)
+    }
+
+    /// Persists the rows in one transaction; on failure nothing of it is applied.
+    public func write(_ values: [CacheRowValue]) throws {
+        guard let database else { return }
+        try database.apply(values.map(Self.change))
+    }
+
+    public func close() {
+        database?.close()
+        database = nil
+    }
+
+    private func moveAside(_ reason: String) throws -> String {
+        let aside = try CacheDatabase.moveAside(path, reason: "unreadable")
+        return "cache database \(path) could not be used because \(reason); it was moved to \(aside)"
+    }
+
+    /// The old whole-file cache, written into the database once; the file stays as a backup.
+    private func migrateLegacyFile(key: SymmetricKey, keyCreated: Bool, problems: inout [String]) throws -> TokenCache? {
+        guard let sealed = try AtomicFile.read(legacyPath) else { return nil }
+        let document: CacheDocument
+        do throws(LegacyCacheFile.Failure) {
+            if keyCreated { throw .keyWasMissing }
+            document = try LegacyCacheFile.read(sealed, key: key)
+        } catch {
+            let reason: String
+            switch error {
+            case .keyWasMissing: reason = "the key file was missing (a new key was made)"
+            case .cannotDecrypt: reason = "it cannot be decrypted with the key"
+            case .notADocument(let why): reason = "its content is not a cache document (\(why))"
+            }
+            let aside = try AtomicFile.moveAside(legacyPath, reason: "unreadable")
+            problems.append("cache file \(legacyPath) could not be used because \(reason); it was moved to \(aside)")
+            return nil
+        }
+        let cache = TokenCache(document: document)
+        try write(cache.allRows().map(cache.value(of:)))
+        _ = try AtomicFile.moveAside(legacyPath, reason: "migrated")
+        return cache
+    }
+
+    // MARK: Rows
+
+    /// Sections of the database besides the five of the unified cache.
+    enum Section {
+        static let opaquePrefix = "opaque:"
+        static let document = "document"
+        static let use = "brokerd.use"
+        static let state = "brokerd"
+    }
+
+    static func change(_ value: CacheRowValue) -> RowChange {
+        func put(_ section: String, _ key: String, _ body: [UInt8], secret: [UInt8]? = nil) -> RowChange {
+            .put(StoredRow(section: section, key: key, body: body, secret: secret))
+        }
+        switch value {
+        case .entry(let kind, let key, let entity):
+            guard var fields = entity?.fields else { return .delete(section: kind.sectionName, key: key) }
+            // Only a string secret is sealed apart; anything else there is not a credential's secret and stays as read.
+            // The body keeps an empty placeholder, so that the field keeps its place when the entry is read back.
+            var secret: [UInt8]?
+            if case .string(let text)? = fields["secret"] {
+                secret = Array(text.utf8)
+                fields["secret"] = .string("")
+            }
+            return put(kind.sectionName, key, JSONWriter().bytes(.object(fields)), secret: secret)
+        case .opaque(let kind, let key, let json):
+            guard let json else { return .delete(section: Section.opaquePrefix + kind.sectionName, key: key) }
+            return put(Section.opaquePrefix + kind.sectionName, key, Array(json.utf8))
+        case .section(let name, let json):
+            guard let json else { return .delete(section: Section.document, key: name) }
+            return put(Section.document, name, Array(json.utf8))
+        case .use(let key, let use):
+            guard let use else { return .delete(section: Section.use, key: key) }
+            return put(Section.use, key, JSONWriter().bytes(use.json))
+        case .state(let json):
+            return put(Section.state, "state", Array(json.utf8))
+        }
+    }
+
+    static func cache(from rows: [StoredRow], problems: inout [String]) throws -> TokenCache {
+        var document = CacheDocument()
+        var state = BrokerState()
+        var uses: [String: TokenUse] = [:]
+        for row in rows {
+            if let kind = CredentialKind(rawValue: row.section) {
+                do {
+                    var entity = try CacheDocument.entity(from: row.body)
+                    if let secret = row.secret { entity.fields["secret"] = .string(String(decoding: secret, as: UTF8.self)) }
+                    document.entries[kind, default: [:]][row.key] = entity
+                } catch {
+                    problems.append("cache entry \(row.section)/\(row.key) could not be read (\(error)); it was left out")
+                }
+            } else if row.section.hasPrefix(Section.opaquePrefix),
+                      let kind = CredentialKind(rawValue: String(row.section.dropFirst(Section.opaquePrefix.count))) {
+                document.opaqueEntries[kind, default: [:]][row.key] = String(decoding: row.body, as: UTF8.self)
+            } else if row.section == Section.document {
+                document.otherSections.append((row.key, String(decoding: row.body, as: UTF8.self)))
+            } else if row.section == Section.use {
+                if let json = try? JSONReader.parse(row.body), let use = TokenUse(json: json) { uses[row.key] = use }
+            } else if row.section == Section.state {
+                state = BrokerState(json: String(decoding: row.body, as: UTF8.self))
+            }
+        }
+        state.uses = uses
+        return TokenCache(document: document, state: state)
     }
 }

@@ -29,7 +29,7 @@ extension XCTestCase {
 
     /// Secrets of the cache as exported (only the refresh tokens' secrets).
     func refreshTokens(_ connection: BrokerConnection) async throws -> [String] {
-        let exported = try await connection.call(.exportCache, ExportCacheParams(), as: ExportResult.self).data
+        let exported = try await connection.call(.exportCache, ExportCacheParams(), as: ExportResult.self).data ?? ""
         let root = try JSONSerialization.jsonObject(with: Data(exported.utf8)) as! [String: Any]
         let section = root["RefreshToken"] as? [String: [String: Any]] ?? [:]
         return section.values.compactMap { $0["secret"] as? String }.sorted()

@@ -1,0 +1,110 @@
+/// The JSON-RPC wire's writer: compact text with strings escaped exactly as JSONEncoder escapes them (`\b` and
+/// `\f` included, `/` left alone), so that answers keep the bytes they had when JSONEncoder wrote them.
+///
+/// It copies unescaped runs of a string in one go and sizes its buffer up front: answers carry kilobytes of
+/// tokens, and the byte-at-a-time `JSONWriter.write` spent most of an answer's encoding time on them.
+extension JSONWriter {
+    /// Compact JSON text (no raw newline; `.raw` values as `write` treats them in compact mode).
+    public static func wireBytes(_ value: JSONValue) -> [UInt8] {
+        var out: [UInt8] = []
+        let estimate = estimatedCount(value)
+        out.reserveCapacity(estimate + estimate / 16)
+        writeWire(value, into: &out)
+        return out
+    }
+
+    public static func writeWire(_ value: JSONValue, into out: inout [UInt8]) {
+        switch value {
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let bool): out.append(contentsOf: (bool ? "true" : "false").utf8)
+        case .number(let literal): out.append(contentsOf: literal.utf8)
+        case .string(let string): writeWireString(string, into: &out)
+        case .raw:
+            JSONWriter().write(value, into: &out, level: 0)
+        case .array(let elements):
+            out.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                writeWire(element, into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let object):
+            out.append(UInt8(ascii: "{"))
+            for (index, member) in object.members.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                writeWireString(member.key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                writeWire(member.value, into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
+    /// A quoted string, escaped as JSONEncoder does: `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, other control
+    /// characters as `\u00xx`; everything else (`/`, non-ASCII) as it is.
+    public static func writeWireString(_ string: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var string = string
+        string.withUTF8 { utf8 in
+            var runStart = 0
+            var index = 0
+            while index < utf8.count {
+                // Eight bytes at a time while none of them needs escaping (tokens never do).
+                if index + 8 <= utf8.count, !needsEscape(UnsafeRawBufferPointer(utf8).loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
+                    index += 8
+                    continue
+                }
+                let byte = utf8[index]
+                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    if runStart < index { out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
+                    appendEscape(byte, into: &out)
+                    runStart = index + 1
+                }
+                index += 1
+            }
+            if runStart < utf8.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...])) }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// Whether any of eight bytes is a control character, `"` or `\` (the classic "has a byte less than n" and
+    /// "has a zero byte" word tests; exact as to whether there is one, which is all that is asked).
+    private static func needsEscape(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        func hasZeroByte(_ x: UInt64) -> Bool { (x &- ones) & ~x & highs != 0 }
+        let hasControl = (word &- ones &* 0x20) & ~word & highs != 0
+        return hasControl || hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C))
+    }
+
+    private static func appendEscape(_ byte: UInt8, into out: inout [UInt8]) {
+        let backslash = UInt8(ascii: "\\")
+        switch byte {
+        case UInt8(ascii: "\""), backslash: out.append(backslash); out.append(byte)
+        case 0x08: out.append(backslash); out.append(UInt8(ascii: "b"))
+        case 0x0C: out.append(backslash); out.append(UInt8(ascii: "f"))
+        case 0x0A: out.append(backslash); out.append(UInt8(ascii: "n"))
+        case 0x0D: out.append(backslash); out.append(UInt8(ascii: "r"))
+        case 0x09: out.append(backslash); out.append(UInt8(ascii: "t"))
+        default:
+            out.append(contentsOf: [backslash, UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+            out.append(hexDigit(byte >> 4))
+            out.append(hexDigit(byte & 0xF))
+        }
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+    }
+
+    /// The length of the text without escapes (a lower bound, cheap: a String knows its UTF-8 count).
+    private static func estimatedCount(_ value: JSONValue) -> Int {
+        switch value {
+        case .null, .bool: return 5
+        case .number(let literal): return literal.utf8.count
+        case .string(let string): return string.utf8.count + 2
+        case .raw(let text): return text.utf8.count
+        case .array(let elements): return elements.reduce(2) { $0 + estimatedCount($1) + 1 }
+        case .object(let object): return object.members.reduce(2) { $0 + $1.key.utf8.count + 4 + estimatedCount($1.value) }
+        }
+    }
+}

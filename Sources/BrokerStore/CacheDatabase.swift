@@ -1,0 +1,397 @@
+import CSQLite
+import Crypto
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// One cache entry as stored: its place (section, key), its non-secret JSON, and its secret in plaintext.
+public struct StoredRow: Sendable, Equatable {
+    /// "AccessToken", "RefreshToken", "IdToken", "Account", "AppMetadata", or another name (brokerd's own
+    /// bookkeeping, unknown top-level sections).
+    public var section: String
+    /// The entry's key in its section (opaque here).
+    public var key: String
+    /// JSON text of the entry's non-secret fields, stored byte for byte and not interpreted.
+    public var body: [UInt8]
+    /// The entry's secret in plaintext (sealed at rest), nil if the entry has none.
+    public var secret: [UInt8]?
+
+    public init(section: String, key: String, body: [UInt8], secret: [UInt8]? = nil) {
+        self.section = section
+        self.key = key
+        self.body = body
+        self.secret = secret
+    }
+}
+
+/// One change to the stored cache; a batch of them is applied atomically by `CacheDatabase.apply`.
+public enum RowChange: Sendable {
+    /// Inserts the row, or replaces the row with the same section and key.
+    case put(StoredRow)
+    case delete(section: String, key: String)
+    /// Removes every entry (the key check and schema stay).
+    case deleteAll
+}
+
+/// The token cache in SQLite: one row per entry, each secret sealed with AES-256-GCM, every `apply` one
+/// durable transaction whose cost grows with the change, not with the cache.
+///
+/// Threading: the connection is opened without SQLite's mutex and the statement cache is plain Swift state, so
+/// a `CacheDatabase` must be used by one task at a time — in brokerd, only from the actor that owns it. It is
+/// `Sendable` only so that it can be handed to that actor.
+///
+/// Files: `path` plus SQLite's `path-wal` and `path-shm`, all mode 0600. Secrets reach SQLite only sealed,
+/// so no plaintext secret is ever in any of them; bodies are stored as given.
+public final class CacheDatabase: @unchecked Sendable {
+    public struct Loaded: Sendable {
+        public var rows: [StoredRow]
+        /// One line per row that could not be used (section and key, never the secret).
+        public var problems: [String]
+    }
+
+    public enum Failure: Error, CustomStringConvertible {
+        /// The key check does not open with this key: the file belongs to another key (or was tampered with).
+        case wrongKey(path: String)
+        /// The file is not SQLite, is corrupt, or is SQLite but not a cache this version can read.
+        case notADatabase(path: String, detail: String)
+        case sqlite(SQLiteError)
+
+        public var description: String {
+            switch self {
+            case .wrongKey(let path):
+                return "cache database \(path) was written with another key: its contents cannot be decrypted"
+            case .notADatabase(let path, let detail):
+                return "\(path) is not a usable cache database: \(detail)"
+            case .sqlite(let error):
+                return error.description
+            }
+        }
+    }
+
+    public let path: String
+    private let key: SymmetricKey
+    private let connection: SQLiteConnection
+
+    static let schemaVersion: Int64 = 1
+    /// Milliseconds to wait for another connection's lock (a second brokerd, an admin's sqlite3 shell).
+    static let busyTimeout: Int32 = 5_000
+    /// After a big import the WAL is truncated back to this size at the next checkpoint instead of staying
+    /// as large as the import.
+    static let walSizeLimit = 8 * 1024 * 1024
+
+    public init(path: String, key: SymmetricKey) throws {
+        // The cipher is part of the on-disk format; a shorter key would silently write a weaker cache.
+        precondition(key.bitCount == 256, "CacheDatabase needs a 256-bit key")
+        self.path = path
+        self.key = key
+        try Self.prepareFile(path)
+        do {
+            connection = try SQLiteConnection(path: path)
+        } catch {
+            throw Failure.sqlite(error)
+        }
+        do {
+            try configure()
+            try ensureSchema()
+        } catch {
+            connection.close()
+            throw Self.classify(error, path: path)
+        }
+    }
+
+    deinit { connection.close() }
+
+    /// Closes the connection; SQLite checkpoints and removes the WAL if no other connection is open.
+    /// Later calls throw.
+    public func close() { connection.close() }
+
+    // MARK: Reading and writing
+
+    /// Every row, secrets opened. A row whose secret does not open (tampered with, or moved from another row)
+    /// is left out and named in `problems`; the others load.
+    public func loadAll() throws -> Loaded {
+        var loaded = Loaded(rows: [], problems: [])
+        do {
+            let count = try connection.withStatement("SELECT count(*) FROM entries") { statement in
+                try statement.step()
+                return Int(statement.int64(0))
+            }
+            loaded.rows.reserveCapacity(count)
+            try connection.withStatement("SELECT section, key, body, sealed FROM entries") { statement in
+                while try statement.step() {
+                    let section = statement.text(0), key = statement.text(1)
+                    var row = StoredRow(section: section, key: key, body: statement.blob(2))
+                    if !statement.isNull(3) {
+                        let secret = statement.withBlob(3) { try? open($0, section: section, key: key) }
+                        guard let secret else {
+                            loaded.problems.append(
+                                "\(section) entry \"\(key)\": its secret cannot be decrypted (tampered with or sealed for another entry); skipped")
+                            continue
+                        }
+                        row.secret = secret
+                    }
+                    loaded.rows.append(row)
+                }
+            }
+        } catch let error as SQLiteError {
+            throw Failure.sqlite(error)
+        }
+        return loaded
+    }
+
+    /// Applies all changes in one transaction, durable when this returns. On any error the transaction is
+    /// rolled back and the error thrown: either every change is stored or none is.
+    public func apply(_ changes: [RowChange]) throws {
+        guard !changes.isEmpty else { return }
+        do {
+            try connection.exec("BEGIN IMMEDIATE")
+            do {
+                for change in changes { try write(change) }
+                try connection.exec("COMMIT")
+            } catch {
+                // A failed COMMIT or an I/O error may already have ended the transaction.
+                if !connection.isAutocommit { try? connection.exec("ROLLBACK") }
+                throw error
+            }
+        } catch let error as SQLiteError {
+            throw Failure.sqlite(error)
+        }
+    }
+
+    private func write(_ change: RowChange) throws {
+        switch change {
+        case .put(let row):
+            let sealed: SQLiteValue = try row.secret.map { .blob(try seal($0, section: row.section, key: row.key)) } ?? .null
+            // An upsert rather than INSERT OR REPLACE: it updates in place instead of deleting and reinserting.
+            try connection.withStatement("""
+                INSERT INTO entries(section, key, body, sealed) VALUES(?1, ?2, ?3, ?4)
+                ON CONFLICT(section, key) DO UPDATE SET body = excluded.body, sealed = excluded.sealed
+                """) { statement in
+                try statement.bind(.text(row.section), .text(row.key), .blob(row.body), sealed)
+                try statement.step()
+            }
+        case .delete(let section, let key):
+            try connection.withStatement("DELETE FROM entries WHERE section = ?1 AND key = ?2") { statement in
+                try statement.bind(.text(section), .text(key))
+                try statement.step()
+            }
+        case .deleteAll:
+            try connection.withStatement("DELETE FROM entries") { statement in _ = try statement.step() }
+        }
+    }
+
+    // MARK: Sealing
+
+    /// The associated data binds a sealed secret to its row, so a sealed blob copied into another row (or
+    /// another section) does not open there.
+    static func associatedData(section: String, key: String) -> [UInt8] {
+        var data: [UInt8] = []
+        data.reserveCapacity(section.utf8.count + 1 + key.utf8.count)
+        data += section.utf8
+        data.append(0)
+        data += key.utf8
+        return data
+    }
+
+    private func seal(_ secret: [UInt8], section: String, key: String) throws -> [UInt8] {
+        let box = try AES.GCM.seal(secret, using: self.key,
+                                   authenticating: Self.associatedData(section: section, key: key))
+        // Always present with the default 12-byte nonce.
+        guard let combined = box.combined else { throw CryptoKitError.incorrectParameterSize }
+        return Array(combined)
+    }
+
+    private func open(_ sealed: UnsafeRawBufferPointer, section: String, key: String) throws -> [UInt8] {
+        let box = try AES.GCM.SealedBox(combined: sealed)
+        return Array(try AES.GCM.open(box, using: self.key,
+                                      authenticating: Self.associatedData(section: section, key: key)))
+    }
+
+    // MARK: Opening
+
+    /// A fixed plaintext sealed under the key at creation: opening it proves the key before any entry is read.
+    private static let keyCheckPlaintext = Array("brokerd cache key check".utf8)
+    private static let keyCheckName = "key-check"
+
+    private func configure() throws {
+        connection.setBusyTimeout(milliseconds: Self.busyTimeout)
+        // Reading the header first: on a file that is not SQLite this is where SQLITE_NOTADB surfaces.
+        _ = try userVersion()
+        if let ps = getenv("BS_PAGE_SIZE") { try connection.exec("PRAGMA page_size = \(String(cString: ps))") } // BENCH-TEMP
+        // WAL: a commit is one append and one fsync of the WAL, not a rewrite of the pages in place.
+        try connection.exec("PRAGMA journal_mode = WAL")
+        // FULL: the WAL is fsynced at every commit, so a returned `apply` survives a power cut.
+        try connection.exec("PRAGMA synchronous = FULL")
+        try connection.exec("PRAGMA foreign_keys = OFF")
+        try connection.exec("PRAGMA journal_size_limit = \(Self.walSizeLimit)")
+    }
+
+    private func userVersion() throws -> Int64 {
+        try connection.withStatement("PRAGMA user_version") { statement in
+            try statement.step()
+            return statement.int64(0)
+        }
+    }
+
+    private func ensureSchema() throws {
+        var version = try userVersion()
+        if version == 0 {
+            try createSchema()
+            version = try userVersion()
+        }
+        guard version == Self.schemaVersion else {
+            throw Failure.notADatabase(path: path, detail: "schema version \(version) is not \(Self.schemaVersion) (written by another brokerd version)")
+        }
+        try checkKey()
+    }
+
+    /// Creates the tables and the key check in one transaction, so that a crash leaves either an empty file
+    /// or a complete cache. Re-checks under the write lock in case another process created it meanwhile.
+    private func createSchema() throws {
+        try connection.exec("BEGIN IMMEDIATE")
+        do {
+            if try userVersion() == 0 {
+                let objects = try connection.withStatement("SELECT count(*) FROM sqlite_schema") { statement in
+                    try statement.step()
+                    return statement.int64(0)
+                }
+                guard objects == 0 else {
+                    throw Failure.notADatabase(path: path, detail: "an SQLite database, but not a brokerd cache")
+                }
+                try connection.exec("""
+                    CREATE TABLE entries(section TEXT NOT NULL, key TEXT NOT NULL, body BLOB NOT NULL, sealed BLOB,
+                                         PRIMARY KEY(section, key))\(getenv("BS_NOROWID") != nil ? " WITHOUT ROWID" : "");
+                    CREATE TABLE meta(name TEXT PRIMARY KEY, value BLOB);
+                    PRAGMA user_version = \(Self.schemaVersion);
+                    """)
+                let check = try seal(Self.keyCheckPlaintext, section: "meta", key: Self.keyCheckName)
+                try connection.withStatement("INSERT INTO meta(name, value) VALUES(?1, ?2)") { statement in
+                    try statement.bind(.text(Self.keyCheckName), .blob(check))
+                    try statement.step()
+                }
+            }
+            try connection.exec("COMMIT")
+        } catch {
+            if !connection.isAutocommit { try? connection.exec("ROLLBACK") }
+            throw error
+        }
+    }
+
+    private func checkKey() throws {
+        let check = try connection.withStatement("SELECT value FROM meta WHERE name = ?1") { statement -> [UInt8]? in
+            try statement.bind(.text(Self.keyCheckName))
+            return try statement.step() && !statement.isNull(0) ? statement.blob(0) : nil
+        }
+        guard let check else {
+            throw Failure.notADatabase(path: path, detail: "the key check row is missing")
+        }
+        guard let plaintext = try? check.withUnsafeBytes({ try open($0, section: "meta", key: Self.keyCheckName) }),
+              plaintext == Self.keyCheckPlaintext else {
+            throw Failure.wrongKey(path: path)
+        }
+    }
+
+    /// Maps what went wrong while opening to the caller's choices: a foreign or corrupt file is
+    /// `.notADatabase` (move it aside), anything else (I/O, locks) is `.sqlite` (retry or report).
+    private static func classify(_ error: Error, path: String) -> Error {
+        switch error {
+        case let failure as Failure:
+            return failure
+        case let error as SQLiteError where error.primaryCode == SQLITE_NOTADB || error.primaryCode == SQLITE_CORRUPT:
+            return Failure.notADatabase(path: path, detail: error.message)
+        case let error as SQLiteError:
+            return Failure.sqlite(error)
+        default:
+            return error
+        }
+    }
+}
+
+// MARK: Files
+
+extension CacheDatabase {
+    /// SQLite's companion files, which belong to the database and must move and disappear with it.
+    static let companionSuffixes = ["-wal", "-shm"]
+
+    /// Renames the database and its companions to `<path>.<reason>-<unix time>` (plus `-wal`/`-shm`) and returns
+    /// the new path, which SQLite can open as it was. Call it with no connection open on `path`.
+    public static func moveAside(_ path: String, reason: String) throws -> String {
+        guard exists(path) else { throw ioFailure("move aside", path: path, errno: ENOENT) }
+        var destination = "\(path).\(reason)-\(time(nil))"
+        var attempt = 1
+        while ([""] + companionSuffixes).contains(where: { exists(destination + $0) }) {
+            attempt += 1
+            destination = "\(path).\(reason)-\(time(nil))-\(attempt)"
+        }
+        // Companions first: should we stop half-way, `path` is left as a database without its WAL (what a
+        // clean close leaves), never as a WAL whose database is gone.
+        for suffix in companionSuffixes + [""] where exists(path + suffix) {
+            if rename(path + suffix, destination + suffix) != 0 {
+                throw ioFailure("rename to \(destination + suffix)", path: path + suffix, errno: errno)
+            }
+        }
+        try syncDirectory(of: path)
+        return destination
+    }
+
+    /// Creates the database file with mode 0600 before SQLite sees it, because SQLite creates files 0644 (less
+    /// the umask) and gives `-wal`/`-shm` the mode of the database file.
+    static func prepareFile(_ path: String) throws {
+        if exists(path) {
+            // A copy restored with looser permissions would otherwise pass them on to new WAL files.
+            for file in [path] + companionSuffixes.map({ path + $0 }) where exists(file) {
+                var info = stat()
+                if stat(file, &info) == 0, info.st_mode & 0o077 != 0, chmod(file, 0o600) != 0 {
+                    throw ioFailure("chmod 600", path: file, errno: errno)
+                }
+            }
+            return
+        }
+        // A WAL without its database (the database was deleted by hand) holds another database's pages:
+        // SQLite would replay them into the new file.
+        for suffix in companionSuffixes where exists(path + suffix) {
+            if unlink(path + suffix) != 0 { throw ioFailure("remove stale", path: path + suffix, errno: errno) }
+        }
+        let fd = systemOpen(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        if fd < 0 {
+            if errno == EEXIST { return }   // created by a concurrent opener: just use it
+            throw ioFailure("create", path: path, errno: errno)
+        }
+        systemClose(fd)
+        try syncDirectory(of: path)
+    }
+
+    /// Makes a creation or rename durable: the directory entry is what a crash would otherwise lose.
+    static func syncDirectory(of path: String) throws {
+        let directory: String
+        if let slash = path.lastIndex(of: "/") {
+            directory = slash == path.startIndex ? "/" : String(path[..<slash])
+        } else {
+            directory = "."
+        }
+        let fd = systemOpen(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0)
+        guard fd >= 0 else { throw ioFailure("open directory", path: directory, errno: errno) }
+        defer { systemClose(fd) }
+        if fsync(fd) != 0 { throw ioFailure("fsync directory", path: directory, errno: errno) }
+    }
+
+    static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+
+    /// File errors around the database are reported as SQLite I/O errors, so `Failure` stays the one type
+    /// callers handle.
+    static func ioFailure(_ operation: String, path: String, errno code: Int32) -> Failure {
+        let primary = code == ENOENT || code == EACCES ? SQLITE_CANTOPEN : SQLITE_IOERR
+        return .sqlite(SQLiteError(code: primary, message: String(cString: strerror(code)),
+                                   operation: "\(operation) \(path)", systemErrno: code))
+    }
+}
+
+// Outside the class, where `open`/`close` name the system calls and not CacheDatabase's methods.
+private func systemOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 { open(path, flags, mode) }
+private func systemClose(_ fd: Int32) { close(fd) }
