@@ -20,8 +20,8 @@ public struct BrokerConfiguration: Sendable, Equatable {
     public var idleTimeoutSeconds = 300
     /// Seconds in-flight requests get to finish on SIGTERM.
     public var shutdownGraceSeconds = 5
-    /// Coalescing window for cache writes.
-    public var writeDelayMilliseconds = 20
+    /// Extra wait before a cache write, to coalesce bursts; changes made during a write share the next one anyway.
+    public var writeDelayMilliseconds = 0
     public var logLevel: String?
     /// Authority for requests that name none and whose client has no profile with one.
     public var defaultAuthority: String?

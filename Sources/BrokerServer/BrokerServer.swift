@@ -44,7 +44,9 @@ public final class BrokerServer: Sendable {
     /// Starts serving on `socketPath`, or on `activatedDescriptor` (a listening socket from systemd).
     public static func start(broker: Broker, socketPath: String, activatedDescriptor: Int32?, configPath: String?,
                              settings: ServerSettings, logger: Logger) async throws -> BrokerServer {
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        // One event loop per core: cache hits are answered on the loop of their connection, so with many clients
+        // every core answers them.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: System.coreCount)
         let state = ServerState(settings: settings, ownUID: getuid())
         let router = RequestRouter(broker: broker, info: DaemonInfo(socketPath: socketPath, socketActivated: activatedDescriptor != nil,
                                                                     configPath: configPath),

@@ -42,7 +42,7 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(config.maxConnections, 256)
         XCTAssertEqual(config.idleTimeoutSeconds, 300)
         XCTAssertEqual(config.shutdownGraceSeconds, 5)
-        XCTAssertEqual(config.writeDelayMilliseconds, 20)
+        XCTAssertEqual(config.writeDelayMilliseconds, 0)
         XCTAssertNil(config.logLevel)
         XCTAssertEqual(config.profiles, [:])
     }

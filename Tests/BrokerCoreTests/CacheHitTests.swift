@@ -1,0 +1,107 @@
+import BrokerCache
+@testable import BrokerCore
+import BrokerJSON
+import Logging
+import XCTest
+
+/// The cache hit answered on the event loop (`cachedSilentToken`) against the full silent path
+/// (`acquireTokenSilently`): the same answer for every hit, and no answer (nil: the full path decides) for
+/// everything that is not a plain hit.
+final class CacheHitTests: XCTestCase {
+    let tenant = "72f988bf-0000-0000-0000-000000000001"
+    var hid: String { "uid-1.\(tenant)" }
+    var authority: String { "https://login.microsoftonline.com/\(tenant)" }
+
+    private func makeBroker(_ entries: [(CredentialKind, CacheEntity)]) async throws -> Broker {
+        // Microsoft hosts go to a closed local port: instance discovery fails at once instead of leaving the machine.
+        let identity = try IdentityProvider(settings: .init(microsoftBaseURL: "https://127.0.0.1:9"))
+        let broker = Broker(store: CacheStore(path: "/nonexistent/cache.db", keyStore: .memory), identity: identity,
+                            logger: Logger(label: "cache-hit-tests"))
+        try await broker.start()
+        var document = CacheDocument()
+        for (kind, entity) in entries { document.entries[kind, default: [:]][entity.canonicalKey(as: kind)] = entity }
+        _ = try await broker.importDocument(document)
+        return broker
+    }
+
+    private func token(client: String = "client-a", target: String = "User.Read Mail.Read", secret: String = "at-1",
+                       expiresIn: Int64 = 3_600, refreshOn: Int64? = nil) -> CacheEntity {
+        let now = Broker.now()
+        var entity = accessToken(hid: hid, client: client, realm: tenant, target: target, secret: secret,
+                                 cachedAt: String(now), expiresOn: String(now + expiresIn))
+        if let refreshOn { entity.setTimestamp("refresh_on", now + refreshOn) }
+        return entity
+    }
+
+    private var baseEntries: [(CredentialKind, CacheEntity)] {
+        [(.account, accountEntry(hid: hid, realm: tenant, username: "Ada@Contoso.example")),
+         (.idToken, idToken(hid: hid, client: "client-a", realm: tenant, secret: "idt-1")),
+         (.refreshToken, refreshToken(hid: hid, client: "client-a", secret: "rt-1"))]
+    }
+
+    private func request(_ account: AccountSelector? = nil, client: String = "client-a", scopes: [String] = ["user.read"],
+                         authority: String? = nil, forceRefresh: Bool = false, claims: String? = nil) -> SilentTokenRequest {
+        SilentTokenRequest(clientId: client, authority: authority ?? self.authority, scopes: scopes,
+                           account: account ?? .homeAccountId(hid), forceRefresh: forceRefresh, claims: claims)
+    }
+
+    func testAHitGivesTheSameAnswerAsTheFullPath() async throws {
+        let broker = try await makeBroker(baseEntries + [(.accessToken, token())])
+        XCTAssertNil(broker.cachedSilentToken(request()), "the host's alias lookup starts on the full path first")
+        let full = try await broker.acquireTokenSilently(request())
+        XCTAssertEqual(full.source, "cache")
+
+        for variant in [request(), request(.username("ADA@contoso.example")), request(scopes: ["Mail.Read"]),
+                        request(authority: "https://login.microsoftonline.com/organizations")] {
+            let hit = try XCTUnwrap(broker.cachedSilentToken(variant), "\(variant)")
+            let expected = try await broker.acquireTokenSilently(variant)
+            XCTAssertEqual(hit.outcome.accessToken, expected.accessToken)
+            XCTAssertEqual(hit.outcome.expiresOn, expected.expiresOn)
+            XCTAssertEqual(hit.outcome.grantedScopes, expected.grantedScopes)
+            XCTAssertEqual(hit.outcome.idToken, expected.idToken)
+            XCTAssertEqual(hit.outcome.idToken, "idt-1")
+            XCTAssertEqual(hit.outcome.homeAccountId, expected.homeAccountId)
+            XCTAssertEqual(hit.outcome.authority, expected.authority)
+            XCTAssertEqual(hit.outcome.source, "cache")
+            let account = await broker.accountSummary(homeAccountId: hid)
+            XCTAssertEqual(hit.account, account)
+        }
+        // Hits count as uses, for the background refresh: one per client, account, authority and scopes.
+        let uses = await broker.cache.state.uses.values.map { "\($0.clientId) \($0.scopes.joined(separator: " "))" }
+        XCTAssertEqual(Set(uses), ["client-a user.read", "client-a Mail.Read"])
+    }
+
+    func testEverythingButAPlainHitIsLeftToTheFullPath() async throws {
+        let broker = try await makeBroker(baseEntries + [
+            (.accessToken, token()),
+            (.accessToken, token(target: "Files.Read", secret: "at-expiring", expiresIn: 120)),
+            (.accessToken, token(target: "Calendars.Read", secret: "at-aging", refreshOn: -10)),
+            (.accessToken, token(client: "client-b", target: "Notes.Read", secret: "at-b")),
+        ])
+        _ = try await broker.acquireTokenSilently(request())
+        XCTAssertNotNil(broker.cachedSilentToken(request()))
+
+        let misses: [(String, SilentTokenRequest)] = [
+            ("forceRefresh", request(forceRefresh: true)),
+            ("claims", request(claims: #"{"access_token":{"xms_cc":{"values":["cp1"]}}}"#)),
+            ("inside the 5-minute buffer", request(scopes: ["Files.Read"])),
+            ("past refresh_on", request(scopes: ["Calendars.Read"])),
+            ("another client's token", request(scopes: ["Notes.Read"])),
+            ("a scope no token has", request(scopes: ["Sites.Read"])),
+            ("an unknown account", request(.homeAccountId("nobody.\(tenant)"))),
+            ("no scopes", request(scopes: [])),
+            ("an invalid authority", request(authority: "not a url")),
+            ("a tenant named by its domain", request(authority: "https://login.microsoftonline.com/contoso.example")),
+        ]
+        for (why, miss) in misses { XCTAssertNil(broker.cachedSilentToken(miss), why) }
+
+        _ = try await broker.removeAccount(.homeAccountId(hid), forClient: "client-a")
+        XCTAssertNil(broker.cachedSilentToken(request()), "an account removed from the app")
+        do {
+            _ = try await broker.acquireTokenSilently(request())
+            XCTFail("the full path must refuse it too")
+        } catch {
+            guard case .interactionRequired = error else { return XCTFail("\(error)") }
+        }
+    }
+}
