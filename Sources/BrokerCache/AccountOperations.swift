@@ -71,8 +71,8 @@ extension TokenCache {
             signInRequired: state.signInRequired.contains(hid)
         )
         // accountClaims: the id_token of the primary tenant profile (any client's; they carry the same user).
-        if let idToken = find(.idToken, CacheQuery(homeAccountId: hid, realm: primary.realm ?? "")).first?.entity.secret {
-            summary.accountClaims = try? JWTPayload.claims(of: idToken)
+        if let (key, _) = find(.idToken, CacheQuery(homeAccountId: hid, realm: primary.realm ?? "")).first {
+            summary.accountClaims = idTokenClaims[key]
         }
         return summary
     }

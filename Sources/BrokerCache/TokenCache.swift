@@ -38,6 +38,9 @@ public struct TokenCache: Sendable {
     private enum Field: CaseIterable { case homeAccount, environment, client, family, realm, scope }
     private struct Slot: Hashable { var kind: CredentialKind; var field: Field }
     private var index: [Slot: [String: Set<String>]] = [:]
+    /// The claims of each id_token (by key), decoded when the entry is stored: every token answer carries its
+    /// account's claims, and decoding a JWT per answer would be most of a cache hit's work.
+    private(set) var idTokenClaims: [String: JSONObject] = [:]
 
     public init(aliases: EnvironmentAliases = EnvironmentAliases()) {
         self.aliases = aliases
@@ -198,12 +201,16 @@ public struct TokenCache: Sendable {
     }
 
     private mutating func addToIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
+        if kind == .idToken, let token = entity.secret, let claims = try? JWTPayload.claims(of: token) {
+            idTokenClaims[key] = claims
+        }
         for (field, value) in indexedValues(entity) {
             index[Slot(kind: kind, field: field), default: [:]][indexValue(field, value), default: []].insert(key)
         }
     }
 
     private mutating func removeFromIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
+        if kind == .idToken { idTokenClaims[key] = nil }
         for (field, value) in indexedValues(entity) {
             let slot = Slot(kind: kind, field: field), bucketKey = indexValue(field, value)
             index[slot]?[bucketKey]?.remove(key)

@@ -14,10 +14,33 @@ import Glibc
 final class CacheCell: @unchecked Sendable {
     struct Contents {
         var cache: TokenCache
-        var identity: IdentityProvider?
+        var identity: IdentityProvider? {
+            didSet { authorities = [:] }
+        }
+        /// Authorities as validated by `identity`, by the text a request named: parsing and validating one costs
+        /// more than the rest of a hit. Only valid ones are kept, and at most `authorityMemoSize` of them.
+        private var authorities: [String: Authority] = [:]
+        private static let authorityMemoSize = 256
         /// Hosts whose alias groups instance discovery was asked for (the slow path starts the lookup; a hit on a
         /// host not yet asked takes the slow path once, so that it does).
         var aliasLookups: [String: Int64] = [:]
+
+        init(cache: TokenCache, identity: IdentityProvider?) {
+            self.cache = cache
+            self.identity = identity
+        }
+
+        /// The authority of a silent request (its own, else the client's or the default), validated; nil when there
+        /// is none or it is not valid (the full path reports why).
+        mutating func validatedAuthority(_ request: SilentTokenRequest) -> Authority? {
+            guard let idp = identity else { return nil }
+            guard let text = request.authority else { return try? idp.authority(requested: nil, clientId: request.clientId) }
+            if let known = authorities[text] { return known }
+            guard let authority = try? idp.authority(requested: text, clientId: request.clientId) else { return nil }
+            if authorities.count >= Self.authorityMemoSize { authorities = [:] }
+            authorities[text] = authority
+            return authority
+        }
     }
 
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>

@@ -3,6 +3,7 @@ import BrokerJSON
 import BrokerCore
 import BrokerProtocol
 import Logging
+import Systemd
 
 #if canImport(Glibc)
 import Glibc
@@ -116,6 +117,7 @@ final class RequestRouter: Sendable {
                 default: throw RPCError.invalidParams("importCache takes exactly one of 'data' and 'path'")
                 }
                 let report = try await broker.importCache(bytes)
+                ProcessMemory.trim()  // the document and its parse were transient
                 return .success(try ProtocolCoding.encode(ImportResult(
                     added: report.added, replaced: report.replaced, keptNewer: report.keptNewer, accounts: report.accounts)))
             case .exportCache:
@@ -131,6 +133,7 @@ final class RequestRouter: Sendable {
                 let bytes = try CallerFiles.write(path) { sink in
                     try document.serialize(indent: 4, excludingSections: [BrokerState.sectionName], into: sink)
                 }
+                ProcessMemory.trim()
                 return .success(try ProtocolCoding.encode(ExportResult(format: "msal", path: path, bytes: bytes)))
             case .acquireTokenSilently:
                 return .success(try await acquireTokenSilently(try params(AcquireTokenSilentlyParams.self, request)))

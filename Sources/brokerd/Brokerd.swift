@@ -41,6 +41,7 @@ struct Brokerd: AsyncParsableCommand {
 
     func run() async throws {
         ProcessHardening.makeNonDumpable()
+        ProcessMemory.limitArenas()
         let configPath = config ?? BrokerConfiguration.defaultPath()
         let configuration: BrokerConfiguration
         do {

@@ -51,7 +51,8 @@ extension Broker {
         guard !request.forceRefresh, request.claims == nil else { return nil }
         let now = Self.now()
         return cell.withLock { contents in
-            guard let idp = contents.identity, let plan = try? Self.plan(request, idp: idp, cache: contents.cache),
+            guard let authority = contents.validatedAuthority(request),
+                  let plan = try? Self.plan(request, authority: authority, cache: contents.cache),
                   plan.authority.kind != .entra || contents.aliasLookups[plan.authority.host] != nil,
                   !plan.needsTenantDiscovery,
                   let token = contents.cache.cachedAccessToken(
@@ -80,8 +81,8 @@ extension Broker {
         }
     }
 
-    static func plan(_ request: SilentTokenRequest, idp: IdentityProvider, cache: TokenCache) throws(TokenFailure) -> SilentPlan {
-        var authority = try idp.authority(requested: request.authority, clientId: request.clientId)
+    static func plan(_ request: SilentTokenRequest, authority requested: Authority, cache: TokenCache) throws(TokenFailure) -> SilentPlan {
+        var authority = requested
         let hid: String
         do { hid = try cache.resolve(request.account) } catch {
             switch error {
@@ -106,7 +107,8 @@ extension Broker {
     /// background refresh's own requests.
     func acquireTokenSilently(_ request: SilentTokenRequest, countAsUse: Bool) async throws(TokenFailure) -> TokenOutcome {
         let idp = try identityProvider()
-        var plan = try Self.plan(request, idp: idp, cache: cache)
+        var plan = try Self.plan(request, authority: try idp.authority(requested: request.authority, clientId: request.clientId),
+                                 cache: cache)
         learnAliases(of: plan.authority, idp: idp)
         // Without the tenant id from discovery (cached), the domain is used as it is.
         if plan.needsTenantDiscovery, let metadata = try? await idp.metadata(plan.authority),
