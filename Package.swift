@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "brokerd", targets: ["brokerd"]),
         .executable(name: "brokerctl", targets: ["brokerctl"]),
         .library(name: "BrokerClient", targets: ["BrokerClient"]),
+        .library(name: "BrokerBenchmarkSupport", targets: ["BrokerCache", "BrokerCore", "BrokerProtocol", "BrokerJSON", "BrokerStore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),

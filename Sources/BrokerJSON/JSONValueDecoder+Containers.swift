@@ -32,8 +32,8 @@ struct KeyedValueDecodingContainer<Key: CodingKey>: KeyedDecodingContainerProtoc
     /// The first member with this key, as JSONDecoder keeps the first of duplicates.
     private func lookup(_ key: Key) -> JSONValue? {
         let name = key.stringValue
-        if let index { return index[name].map { object.members[$0].value } }
-        for member in object.members where member.key == name { return member.value }
+        if let index { return index[name].map { object.members[$0].value.parsedIfRaw } }
+        for member in object.members where member.key == name { return member.value.parsedIfRaw }
         return nil
     }
 
@@ -146,7 +146,7 @@ struct UnkeyedValueDecodingContainer: UnkeyedDecodingContainer {
         guard currentIndex < elements.count else {
             throw DecodingError.valueNotFound(type, DecodingError.Context(codingPath: path, debugDescription: message))
         }
-        return elements[currentIndex]
+        return elements[currentIndex].parsedIfRaw
     }
 
     /// Reads the current element with `read` (given it and a lazy path to it) and moves past it only when that
@@ -192,7 +192,7 @@ struct UnkeyedValueDecodingContainer: UnkeyedDecodingContainer {
 
     // At the end or on null: nil, and the index moves on (JSONDecoder does the same).
     mutating func decodeIfPresent<T: Decodable>(_ type: T.Type) throws -> T? {
-        let value = currentIndex < elements.count ? elements[currentIndex] : .null
+        let value = currentIndex < elements.count ? elements[currentIndex].parsedIfRaw : .null
         let result = value == .null ? nil : try decoder.decode(type, from: value, at: node)
         currentIndex += 1
         return result

@@ -214,6 +214,13 @@ extension ValueDecoder {
 }
 
 extension JSONValue {
+    /// A `.raw` value as what it holds, so that `null` in it reads as null; one that does not parse stays raw, for
+    /// the decoding that meets it to report where it was.
+    var parsedIfRaw: JSONValue {
+        guard case .raw(let text) = self, let parsed = try? JSONReader.parse(text, lenient: true) else { return self }
+        return parsed
+    }
+
     fileprivate var containsRaw: Bool {
         switch self {
         case .null, .bool, .number, .string: return false

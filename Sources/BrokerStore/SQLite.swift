@@ -100,7 +100,8 @@ final class SQLiteConnection {
     var isAutocommit: Bool { handle.map { sqlite3_get_autocommit($0) != 0 } ?? true }
 
     /// Runs `body` with the cached prepared statement for `sql`, then resets it and clears its bindings so
-    /// that no statement keeps a read transaction open or holds on to a bound value between uses.
+    /// that no statement keeps a read transaction open or holds on to a bound value between uses. Not
+    /// re-entrant for the same SQL text (there is one statement per text).
     func withStatement<T>(_ sql: String, _ body: (SQLiteStatement) throws -> T) throws -> T {
         let statement = try prepared(sql)
         defer {

@@ -253,7 +253,8 @@ final class CacheDatabaseTests: XCTestCase {
     }
 
     func testNewDatabaseIsPrivateAndIgnoresAStaleWAL() throws {
-        // Another database's WAL left behind after its database file was deleted by hand.
+        // Another database's WAL left behind after its database file was deleted by hand: replaying it into the
+        // new file would resurrect the old rows.
         let other = "\(directory)/other.db"
         let db = try CacheDatabase(path: other, key: key)
         try db.apply([.put(row("other", secret: "x"))])
@@ -265,6 +266,10 @@ final class CacheDatabaseTests: XCTestCase {
         XCTAssertEqual(try fresh.loadAll().rows, [])
         try fresh.apply([.put(row("a"))])
         XCTAssertEqual(fileMode(path + "-wal"), 0o600)
+        let raw = try SQLiteConnection(path: path)
+        defer { raw.close() }
+        XCTAssertEqual(try raw.withStatement("PRAGMA page_size") { try $0.step(); return $0.int64(0) }, Int64(16_384))
+        XCTAssertEqual(try raw.withStatement("PRAGMA journal_mode") { try $0.step(); return $0.text(0) }, "wal")
     }
 
     func testMissingDirectoryAndClosedDatabaseThrow() throws {

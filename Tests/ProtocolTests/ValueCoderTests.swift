@@ -59,7 +59,20 @@ final class ValueCoderTests: XCTestCase {
             XCTAssertFalse(ours.contains(0x0A), "no raw newline on the wire")
             XCTAssertEqual(try ProtocolCoding.decode(BrowserURLNotification.self, from: ours), value)
             XCTAssertEqual(try JSONDecoder().decode(BrowserURLNotification.self, from: Data(ours)), value)
-            XCTAssertEqual(text(ours), text(try foundationBytes(value)).foundationControlEscapesAsJSONWriterWritesThem)
+            XCTAssertEqual(text(ours), text(try foundationBytes(value)))
+        }
+    }
+
+    func testEveryASCIICharacterAtEveryOffsetOfAWord() throws {
+        // The wire writer skips eight bytes at a time when none needs escaping: try each byte in each lane.
+        for byte in 0..<0x80 {
+            for offset in 0..<17 {
+                var string = String(repeating: "a", count: offset)
+                string.unicodeScalars.append(Unicode.Scalar(UInt8(byte)))
+                string += "é-bcdefghijklmnopq"
+                let value = SubscribeResult(events: [string])
+                XCTAssertEqual(try ProtocolCoding.encode(value), try foundationBytes(value), "byte \(byte) at \(offset)")
+            }
         }
     }
 
@@ -209,7 +222,7 @@ final class ValueCoderTests: XCTestCase {
                        "kept as is (member order, number literals) but for the raw member, parsed")
         let ours = try JSONValueEncoder().encode(claims)
         XCTAssertEqual(ours, try JSONValueEncoder().encode(ThroughCodable(value: claims)), "fast path = Codable path")
-        XCTAssertEqual(text(JSONWriter().bytes(ours)), text(try foundationBytes(claims)))
+        XCTAssertEqual(text(JSONWriter.wireBytes(ours)), text(try foundationBytes(claims)))
         let decodedByCodable = try JSONValueDecoder().decode(ThroughCodable.self, from: claims).value
         XCTAssertEqual(try JSONValueEncoder().encode(decodedByCodable), ours)
     }
@@ -220,6 +233,11 @@ final class ValueCoderTests: XCTestCase {
         let decoded = try JSONValueDecoder().decode(AcquireTokenSilentlyParams.self, from: params)
         XCTAssertEqual(decoded.scopes, ["a", "b"])
         XCTAssertEqual(decoded.account.username, "u")
+        let nullInRaw = try JSONValueDecoder().decode(GetAccountParams.self, from: .object(JSONObject([
+            "clientId": .string("c"), "username": .raw(" null "),
+        ])))
+        XCTAssertNil(nullInRaw.username, "null kept verbatim is still null")
+        XCTAssertEqual(try JSONValueDecoder().decode([String?].self, from: .array([.raw("null"), .raw(#""s""#)])), [nil, "s"])
         let nested = JSONValue.array([.raw(#"{"a":[1,2]}"#)])
         XCTAssertEqual(try JSONValueDecoder().decode(JSONValue.self, from: nested), .array([try JSONReader.parse(#"{"a":[1,2]}"#)]))
         XCTAssertEqual(text(try ProtocolCoding.encode(nested)), #"[{"a":[1,2]}]"#)
@@ -341,14 +359,6 @@ extension DecodingError {
         @unknown default:
             return []
         }
-    }
-}
-
-extension String {
-    /// JSONWriter writes U+0008 and U+000C as `\u0008` and `\u000c`, JSONEncoder as `\b` and `\f`: the same
-    /// strings to every JSON reader, and the only bytes in which the two stacks differ.
-    fileprivate var foundationControlEscapesAsJSONWriterWritesThem: String {
-        replacingOccurrences(of: #"\b"#, with: #"\u0008"#).replacingOccurrences(of: #"\f"#, with: #"\u000c"#)
     }
 }
 

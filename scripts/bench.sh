@@ -1,0 +1,322 @@
+#!/usr/bin/env bash
+# The whole-system benchmark: one run, one table, every figure measured in this run and every ratio taken against
+# a baseline measured in the same run (machine noise moves both sides):
+#   1. a C line-echo server on AF_UNIX driven by our C load client with brokerd's exact request line: the floor;
+#   2. brokerd's acquireTokenSilently cache hit, the same client and line, at 1 account and at 10,000 accounts /
+#      100,000 access tokens (1 client and 64 concurrent clients);
+#   3. msal-python's in-process acquire_token_silent on the same cache documents (what an app does without brokerd);
+#   4. whole processes: brokerctl token vs brokerctl --help, and a Python process doing msal's silent call;
+#   5. cold start under systemd-socket-activate with a 1,000-account cache;
+#   6. scale at 100k tokens: import time, memory idle and loaded, start-up time with the cache, a durable change.
+# It prints the machine and the table, writes the table to .build-bench/bench-results.md (markdown, for the
+# README), and exits 1 when a figure could not be measured — not when a target is missed (that is a FAIL row).
+#
+#   bash scripts/bench.sh            # full run, several minutes
+#   bash scripts/bench.sh --quick    # under a minute: 1,000 accounts / 10,000 tokens, fewer iterations
+#   bash scripts/bench.sh --bin-dir DIR   # measure the brokerd/brokerctl in DIR (e.g. another commit's build)
+#
+# The release binaries are .build-release's (built with the Makefile's command when missing, ~9 min clean; an
+# existing build is reused as it is, so rebuild first to measure new code). Everything else lives in
+# .build-bench: the C programs, the venv with msal (pip, newest 1.x), the generated cache documents.
+set -euo pipefail
+export LC_ALL=C
+cd "$(dirname "$0")/.."
+root=$PWD
+bench=$root/scripts/bench
+out=$root/.build-bench
+quick=0
+bin_dir=
+while (($#)); do
+    case $1 in
+        --quick) quick=1 ;;
+        --bin-dir) bin_dir=$(cd "${2:?--bin-dir needs a directory}" && pwd); shift ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+    shift
+done
+if ((quick)); then
+    big_accounts=1000 seq=2000 warm=200 secs=1 msal_calls=2000 runs=10 py_runs=5 cold_runs=3 removes=10
+else
+    big_accounts=10000 seq=20000 warm=2000 secs=3 msal_calls=20000 runs=30 py_runs=30 cold_runs=5 removes=20
+fi
+per_account=10
+started=$SECONDS
+
+# Sockets want short paths (108 bytes), hence /tmp; nothing here survives the run.
+mkdir -p "$out"
+work=$(mktemp -d /tmp/brokerd-bench.XXXXXX)
+results=$work/results.env
+daemons=()
+cleanup() {
+    local pid
+    for pid in "${daemons[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+    for pid in "${daemons[@]}"; do wait "$pid" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+# Nothing of the user's own brokerd, configuration or state is touched.
+unset BROKERD_SOCKET
+export XDG_CONFIG_HOME=$work/xdg-config XDG_STATE_HOME=$work/xdg-state XDG_RUNTIME_DIR=$work/xdg-run
+mkdir -p "$XDG_CONFIG_HOME" "$XDG_STATE_HOME" "$XDG_RUNTIME_DIR"
+
+record() { echo "$1=$2" >>"$results"; }
+note() { echo "note=$*" >>"$results"; echo "bench.sh: $*" >&2; }
+record_all() { local kv; for kv in $2; do record "$1_${kv%%=*}" "${kv#*=}"; done; }  # PREFIX "k=v k=v"
+since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }'; }  # seconds since $EPOCHREALTIME $1
+field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
+meta() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1.meta.json" "$2"; }
+step() { printf '[%3d s] %s\n' $((SECONDS - started)) "$*" >&2; }
+
+# --- binaries, C programs, venv, documents ----------------------------------------------------------------------
+if [[ -z $bin_dir ]]; then
+    build=(swift build -c release --static-swift-stdlib --scratch-path .build-release -Xlinker -z -Xlinker now)
+    bin_dir=$("${build[@]}" --show-bin-path)
+    if [[ ! -x $bin_dir/brokerd || ! -x $bin_dir/brokerctl ]]; then
+        step "building the release binaries (${build[*]})"
+        "${build[@]}" >&2
+    fi
+fi
+brokerd=$bin_dir/brokerd brokerctl=$bin_dir/brokerctl
+[[ -x $brokerd && -x $brokerctl ]] || { echo "bench.sh: no brokerd/brokerctl in $bin_dir" >&2; exit 1; }
+for program in echo_server load_client; do
+    cc -O2 -pthread -Wall -o "$out/$program" "$bench/$program.c"
+done
+load=$out/load_client
+py=$out/venv/bin/python
+if [[ ! -x $py ]]; then
+    step "making the venv $out/venv"
+    python3 -m venv "$out/venv"
+fi
+if ((!quick)) || ! "$py" -c 'import msal' 2>/dev/null; then
+    step "pip install msal (newest 1.x)"
+    "$py" -m pip install --quiet --disable-pip-version-check --upgrade 'msal>=1,<2' >&2
+fi
+# Documents are cached between runs, but their tokens expire a day after they were made: remade after 12 hours.
+document() {  # ACCOUNTS → path
+    local doc=$out/cache-${1}x$per_account.json
+    if [[ ! -s $doc.meta.json || $bench/make_cache.py -nt $doc || -n $(find "$doc" -mmin +720) ]]; then
+        step "making $doc"
+        "$py" "$bench/make_cache.py" "$1" "$per_account" "$doc"
+    fi
+    echo "$doc"
+}
+doc_one=$(document 1)
+doc_big=$(document "$big_accounts")
+doc_cold=$(document 1000)
+silent_request() {  # DOCUMENT → request file: the exact line the load client, the echo server and brokerd get
+    local file=$work/request-$(basename "$1").json
+    printf '{"jsonrpc":"2.0","id":1,"method":"acquireTokenSilently","params":{"clientId":"%s","authority":"%s","scopes":["%s"],"account":{"homeAccountId":"%s"}}}\n' \
+        "$(meta "$1" clientId)" "$(meta "$1" authority)" "$(meta "$1" scope)" "$(meta "$1" homeAccountId)" >"$file"
+    echo "$file"
+}
+req_one=$(silent_request "$doc_one") req_big=$(silent_request "$doc_big") req_cold=$(silent_request "$doc_cold")
+version_request=$work/version.json
+echo '{"jsonrpc":"2.0","id":1,"method":"getBrokerVersion"}' >"$version_request"
+
+record machine "$(hostname), nproc $(nproc)"
+record cpu "$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)"
+record memory "$(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
+record kernel "$(uname -srm), load average $(cut -d' ' -f1-3 /proc/loadavg) at the start"
+record date "$(date -u '+%Y-%m-%d %H:%M UTC')"
+binaries="$bin_dir: brokerd $("$brokerd" --version 2>/dev/null || echo '?'), built $(date -u -r "$brokerd" '+%Y-%m-%d %H:%M UTC')"
+if [[ $bin_dir == "$root"/.build-release/* ]]; then  # which sources it was built from is not recorded: say what is here
+    binaries+="; HEAD $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+    git diff --quiet HEAD -- Sources Package.swift 2>/dev/null || binaries+=" (Sources/Package.swift modified)"
+fi
+record binaries "$binaries"
+record mode "$( ((quick)) && echo quick || echo full): $seq sequential requests after $warm warm-up, 64 clients for $secs s, $msal_calls msal calls"
+record big_accounts "$big_accounts"
+record big_tokens "$((big_accounts * per_account))"
+record procs_runs "$runs"
+record py_runs "$py_runs"
+record cold_runs "$cold_runs"
+record remove_count "$removes"
+
+# --- daemons ----------------------------------------------------------------------------------------------------
+conf=$work/brokerd.toml
+cat >"$conf" <<'EOF'
+log_level = "warning"
+background_refresh = false
+allow_root = true
+EOF
+# The bench may run as root (CI); allow_root lets root's own client in, as the daemon is root's too.
+
+# start_daemon NAME STATE_DIR REQUEST [TIMEOUT]: starts brokerd, waits until REQUEST is answered; sets $pid, $sock
+# and $start_ms (spawn → first answer).
+start_daemon() {
+    sock=$work/$1.sock
+    local t0=$EPOCHREALTIME answer
+    "$brokerd" --socket "$sock" --state-dir "$2" --config "$conf" >>"$work/$1.log" 2>&1 &
+    pid=$!
+    daemons+=("$pid")
+    if ! answer=$("$py" "$bench/timing.py" answer "$sock" "$3" --since "$t0" --timeout "${4:-30}"); then
+        tail -n 20 "$work/$1.log" >&2
+        return 1
+    fi
+    start_ms=$(field "$answer" ms)
+}
+stop_daemon() {  # PID: SIGTERM (brokerd flushes the cache), SIGKILL after 60 s
+    local i
+    if kill -TERM "$1" 2>/dev/null; then
+        for ((i = 0; i < 600; i++)); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$1" 2>/dev/null || true
+    fi
+    wait "$1" 2>/dev/null || true
+    local left=() p
+    for p in "${daemons[@]}"; do [[ $p == "$1" ]] || left+=("$p"); done
+    daemons=("${left[@]}")  # cleanup() must never signal a pid that may have been reused
+}
+rss_mib() { awk -v k="$2:" '$1 == k { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }  # PID VmRSS|VmHWM
+# load_runs PREFIX SOCKET REQUEST EXPECT...: the sequential run and the 64-client run of the load client.
+load_runs() {
+    local prefix=$1 sock=$2 request=$3 figures
+    shift 3
+    if figures=$("$load" "$sock" "$request" --count "$seq" --warmup "$warm" "$@" 2>"$work/load.err"); then
+        record_all "${prefix}1" "$figures"
+    else
+        note "$prefix, 1 client: not measured ($(tail -n 2 "$work/load.err" | tr '\n' ' '))"
+    fi
+    if figures=$("$load" "$sock" "$request" --clients 64 --duration "$secs" --warmup "$warm" "$@" 2>"$work/load.err"); then
+        record_all "${prefix}64" "$figures"
+    else
+        note "$prefix, 64 clients: not measured ($(tail -n 2 "$work/load.err" | tr '\n' ' '))"
+    fi
+}
+import_how="brokerctl import FILE"
+import_doc() {  # SOCKET FILE
+    "$brokerctl" import "$2" --socket "$1" >/dev/null
+}
+record import_how "$import_how"
+
+# --- 1. the echo baseline ---------------------------------------------------------------------------------------
+step "echo baseline"
+"$out/echo_server" "$work/echo.sock" &
+daemons+=("$!")
+echo_pid=$!
+"$py" "$bench/timing.py" answer "$work/echo.sock" "$req_one" --since "$EPOCHREALTIME" --expect acquireTokenSilently >/dev/null
+load_runs echo "$work/echo.sock" "$req_one" --echo
+stop_daemon "$echo_pid"
+
+# --- 2 (1 account), 4 and idle memory: a fresh daemon -----------------------------------------------------------
+step "brokerd, 1 account"
+token_one=$(meta "$doc_one" accessToken)
+expect_cache=(--expect '"result"' --expect '"source":"cache"')
+if start_daemon one "$work/state-one" "$version_request"; then
+    sleep 0.5  # idle: let start-up work settle
+    record rss_idle_mib "$(rss_mib "$pid" VmRSS)"
+    if import_doc "$sock" "$doc_one"; then
+        load_runs one "$sock" "$req_one" "${expect_cache[@]}" --expect "\"accessToken\":\"$token_one\""
+        step "whole processes ($runs runs each)"
+        if figures=$("$py" "$bench/timing.py" procs "$runs" -- "$brokerctl" --help); then
+            record_all help "$figures"
+        else note "brokerctl --help failed"; fi
+        if figures=$("$py" "$bench/timing.py" procs "$runs" --stdout "$token_one" -- "$brokerctl" token \
+            --client-id "$(meta "$doc_one" clientId)" --authority "$(meta "$doc_one" authority)" \
+            --scope "$(meta "$doc_one" scope)" --socket "$sock"); then
+            record_all token "$figures"
+        else note "brokerctl token did not print the cached token"; fi
+    else
+        note "import of the 1-account document failed"
+    fi
+    stop_daemon "$pid"
+else
+    note "brokerd did not start (fresh state)"
+fi
+if figures=$("$py" "$bench/timing.py" procs "$py_runs" --stdout ok -- "$py" "$bench/msal_silent.py" "$doc_one" \
+    "$doc_one.meta.json" --once); then
+    record_all msalproc "$figures"
+else note "the msal-python process did not get the cached token"; fi
+
+# --- 3. msal-python in-process ----------------------------------------------------------------------------------
+for size in 1 big; do
+    doc=$doc_one; [[ $size == big ]] && doc=$doc_big
+    step "msal-python in-process, $(basename "$doc")"
+    if figures=$("$py" "$bench/msal_silent.py" "$doc" "$doc.meta.json" --count "$msal_calls" --warmup "$warm"); then
+        record_all "msal$size" "$figures"
+    else
+        note "msal-python at $(basename "$doc"): not measured (errors or HTTP calls in the timed loop)"
+    fi
+done
+
+# --- 2 (big), 6: import, restart, load, memory, removals --------------------------------------------------------
+record doc_mib "$(awk -v b="$(stat -c %s "$doc_big")" 'BEGIN { printf "%.1f", b / 1048576 }')"
+step "brokerd, $big_accounts accounts: import"
+state_big=$work/state-big
+imported=0
+if start_daemon big "$state_big" "$version_request"; then
+    t0=$EPOCHREALTIME
+    if import_doc "$sock" "$doc_big"; then
+        record import_s "$(since "$t0")"
+        imported=1
+    else
+        note "import of $(basename "$doc_big") failed: the scale figures could not be measured"
+    fi
+    stop_daemon "$pid"
+else
+    note "brokerd did not start (fresh state for the import)"
+fi
+if ((imported)); then
+    step "brokerd, $big_accounts accounts: restart, load runs, removals"
+    if start_daemon big "$state_big" "$req_big" 300; then
+        record load_ms "$start_ms"
+        load_runs big "$sock" "$req_big" "${expect_cache[@]}" --expect "\"accessToken\":\"$(meta "$doc_big" accessToken)\""
+        record rss_big_mib "$(rss_mib "$pid" VmRSS)"
+        record rss_big_peak_mib "$(rss_mib "$pid" VmHWM)"
+        client=$(meta "$doc_big" clientId)
+        "$py" -c 'import json, sys
+for i, hid in enumerate(json.load(open(sys.argv[1]))["removable"][: int(sys.argv[3])]):
+    print(json.dumps({"jsonrpc": "2.0", "id": i + 1, "method": "removeAccount",
+                      "params": {"clientId": sys.argv[2], "account": {"homeAccountId": hid}}}, separators=(",", ":")))' \
+            "$doc_big.meta.json" "$client" "$removes" >"$work/removals.jsonl"
+        if figures=$("$py" "$bench/timing.py" each "$sock" "$work/removals.jsonl" --expect "\"removedAccessTokens\":$per_account"); then
+            record_all remove "$figures"
+        else note "removeAccount failed"; fi
+        stop_daemon "$pid"
+    else
+        note "brokerd did not answer after a restart with the $big_accounts-account cache"
+    fi
+fi
+
+# --- 5. cold start ----------------------------------------------------------------------------------------------
+step "cold start ($cold_runs runs)"
+state_cold=$state_big
+if [[ $doc_cold != "$doc_big" ]]; then
+    state_cold=$work/state-cold
+    if start_daemon cold "$state_cold" "$version_request"; then
+        import_doc "$sock" "$doc_cold" || { note "import of the 1,000-account document failed"; state_cold=; }
+        stop_daemon "$pid"
+    else state_cold=; fi
+elif ((!imported)); then
+    state_cold=
+fi
+if [[ -n $state_cold ]] && command -v systemd-socket-activate >/dev/null; then
+    times=()
+    for ((i = 0; i < cold_runs; i++)); do
+        rm -f "$work/cold.sock"
+        systemd-socket-activate -l "$work/cold.sock" "$brokerd" --state-dir "$state_cold" --config "$conf" \
+            >>"$work/cold.log" 2>&1 &
+        pid=$!  # systemd-socket-activate execs brokerd in place on the first connection: the same pid
+        daemons+=("$pid")
+        if answer=$("$py" "$bench/timing.py" answer "$work/cold.sock" "$req_cold" "${expect_cache[@]}"); then
+            times+=("$(field "$answer" ms)")
+        fi
+        stop_daemon "$pid"
+    done
+    if ((${#times[@]} == cold_runs)); then
+        record cold_median_ms "$(printf '%s\n' "${times[@]}" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')"
+    else
+        note "cold start: only ${#times[@]} of $cold_runs runs answered"; tail -n 5 "$work/cold.log" >&2
+    fi
+else
+    note "cold start not measured (no 1,000-account state, or systemd-socket-activate missing: apt-get install systemd)"
+fi
+
+# --- the table --------------------------------------------------------------------------------------------------
+step "done in $((SECONDS - started)) s"
+echo
+status=0
+"$py" "$bench/table.py" "$results" "$out/bench-results.md" || status=$?
+echo
+echo "markdown: $out/bench-results.md"
+exit "$status"

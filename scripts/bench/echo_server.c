@@ -1,0 +1,102 @@
+#define _GNU_SOURCE  /* memrchr, accept4 */
+/* The baseline of scripts/bench.sh: the fastest line-echo server we can write in a few lines, on the same kind of
+ * socket brokerd serves (AF_UNIX, SOCK_STREAM). brokerd's figures are reported as ratios against it, so what it
+ * measures is the cost of the kernel round trip and the client, not of any JSON or cache work.
+ *
+ * One thread per connection with blocking I/O: with at most 64 connections this is as fast as epoll and has no
+ * event-loop overhead at all. Each read's complete lines are written back in one write (a client that pipelines
+ * gets them in one go); a partial line waits in the buffer for its end.
+ *
+ * usage: echo_server SOCKET_PATH      (serves until SIGTERM/SIGINT; unlinks the path at exit)
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+static const char *socket_path;
+
+static void on_signal(int sig) {
+    (void)sig;
+    unlink(socket_path);
+    _exit(0);
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void *serve(void *arg) {
+    int fd = (int)(long)arg;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (len == cap) {  /* a line longer than the buffer: grow, the way a real server must */
+            cap *= 2;
+            buf = realloc(buf, cap);
+        }
+        ssize_t r = read(fd, buf + len, cap - len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        size_t scanned = len;
+        len += (size_t)r;
+        char *last = memrchr(buf + scanned, '\n', len - scanned);
+        if (!last) continue;
+        size_t complete = (size_t)(last - buf) + 1;
+        if (write_all(fd, buf, complete) < 0) break;
+        memmove(buf, buf + complete, len - complete);
+        len -= complete;
+    }
+    free(buf);
+    close(fd);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s SOCKET_PATH\n", argv[0]);
+        return 2;
+    }
+    socket_path = argv[1];
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (strlen(socket_path) >= sizeof addr.sun_path) {
+        fprintf(stderr, "echo_server: socket path too long\n");
+        return 2;
+    }
+    strcpy(addr.sun_path, socket_path);
+    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    unlink(socket_path);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof addr) < 0 || listen(lfd, 512) < 0) {
+        perror("echo_server");
+        return 1;
+    }
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    signal(SIGPIPE, SIG_IGN);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    for (;;) {
+        int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            perror("echo_server: accept");
+            return 1;
+        }
+        pthread_t t;
+        if (pthread_create(&t, &attr, serve, (void *)(long)fd) != 0) close(fd);
+    }
+}

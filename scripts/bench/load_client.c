@@ -1,0 +1,226 @@
+/* The load client of scripts/bench.sh: sends one request line again and again over AF_UNIX and times each round
+ * trip (write of the line → its whole answer line read). The same program, with the same request line, drives the
+ * echo server (the baseline) and brokerd, so the ratios compare servers, not clients.
+ *
+ * Every answer is checked, outside the timed interval: with --echo it must equal the request; otherwise it must
+ * contain every --expect string (default: "result"). A benchmark that timed error answers is worthless, so errors
+ * are counted, the first one is printed, and the exit status is 1 when there was any.
+ *
+ * usage: load_client SOCKET REQUEST_FILE [--count N] [--warmup N] [--clients C] [--duration SECONDS]
+ *                    [--expect STRING]... [--echo]
+ *   --clients 1 (default): one connection, --warmup untimed requests, then --count timed ones, one at a time.
+ *   --clients C > 1: C connections on C threads, each sending sequential requests for --duration seconds after
+ *                    its own warm-up (--warmup / C requests); reports the total rate and the latency under load.
+ * Output (one line, for bench.sh): requests=N errors=N p50_us=X p99_us=X mean_us=X rps=X seconds=X
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_EXPECT 8
+
+static const char *socket_path;
+static char *request;
+static size_t request_len;
+static const char *expect[MAX_EXPECT];
+static int n_expect;
+static int echo_mode;
+static atomic_int stop_flag;
+static atomic_long error_count;
+static atomic_int first_error_printed;
+static pthread_barrier_t start_barrier;
+
+typedef struct {
+    long warmup, count;      /* count < 0: until stop_flag */
+    uint32_t *lat_ns;        /* latencies of the timed requests */
+    long n, cap;
+    int failed;              /* the connection broke: the thread stopped early */
+} worker;
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int connect_socket(void) {
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    strncpy(addr.sun_path, socket_path, sizeof addr.sun_path - 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) < 0) {
+        fprintf(stderr, "load_client: connect %s: %s\n", socket_path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Reads one answer line into *buf (grown as needed); returns its length without the newline, -1 on EOF/error.
+ * Bytes after the newline stay in the buffer for the next call (there are none: one request is in flight). */
+static long read_line(int fd, char **buf, size_t *cap, size_t *len) {
+    size_t scanned = 0;
+    for (;;) {
+        char *nl = memchr(*buf + scanned, '\n', *len - scanned);
+        if (nl) return nl - *buf;
+        scanned = *len;
+        if (*len == *cap) {
+            *cap *= 2;
+            *buf = realloc(*buf, *cap);
+        }
+        ssize_t r = read(fd, *buf + *len, *cap - *len);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        *len += (size_t)r;
+    }
+}
+
+static int answer_ok(const char *line, long n) {
+    if (echo_mode) return (size_t)n + 1 == request_len && memcmp(line, request, (size_t)n) == 0;
+    for (int i = 0; i < n_expect; i++)
+        if (!memmem(line, (size_t)n, expect[i], strlen(expect[i]))) return 0;
+    return 1;
+}
+
+static void *run(void *arg) {
+    worker *w = arg;
+    int fd = connect_socket();
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    int barrier_done = 0;
+    if (fd < 0) { w->failed = 1; goto out; }
+    for (long i = 0; w->count < 0 ? !atomic_load(&stop_flag) : i < w->warmup + w->count; i++) {
+        if (i == w->warmup && !barrier_done) {  /* all threads start timing together */
+            pthread_barrier_wait(&start_barrier);
+            barrier_done = 1;
+        }
+        uint64_t t0 = now_ns();
+        const char *p = request;
+        size_t left = request_len;
+        while (left > 0) {
+            ssize_t wr = write(fd, p, left);
+            if (wr < 0 && errno == EINTR) continue;
+            if (wr <= 0) { w->failed = 1; goto out; }
+            p += wr;
+            left -= (size_t)wr;
+        }
+        long n = read_line(fd, &buf, &cap, &len);
+        uint64_t t1 = now_ns();
+        if (n < 0) {
+            fprintf(stderr, "load_client: the server closed the connection\n");
+            w->failed = 1;
+            goto out;
+        }
+        if (!answer_ok(buf, n)) {
+            atomic_fetch_add(&error_count, 1);
+            if (atomic_exchange(&first_error_printed, 1) == 0)
+                fprintf(stderr, "load_client: unexpected answer: %.400s\n", buf);
+        }
+        memmove(buf, buf + n + 1, len - (size_t)n - 1);
+        len -= (size_t)n + 1;
+        if (i >= w->warmup) {
+            if (w->n == w->cap) {
+                w->cap = w->cap ? w->cap * 2 : 65536;
+                w->lat_ns = realloc(w->lat_ns, (size_t)w->cap * sizeof *w->lat_ns);
+            }
+            w->lat_ns[w->n++] = (uint32_t)(t1 - t0 > UINT32_MAX ? UINT32_MAX : t1 - t0);
+        }
+    }
+out:
+    if (!barrier_done) pthread_barrier_wait(&start_barrier);
+    if (fd >= 0) close(fd);
+    free(buf);
+    return NULL;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* nearest-rank percentile */
+static double pct_us(const uint32_t *v, long n, double p) {
+    long rank = (long)(p * (double)n + 0.999999);
+    if (rank < 1) rank = 1;
+    return v[rank - 1] / 1000.0;
+}
+
+int main(int argc, char **argv) {
+    long count = 20000, warmup = 2000, clients = 1;
+    double duration = 3;
+    if (argc < 3) {
+        fprintf(stderr, "usage: %s SOCKET REQUEST_FILE [--count N] [--warmup N] [--clients C] [--duration S] "
+                        "[--expect STRING]... [--echo]\n", argv[0]);
+        return 2;
+    }
+    socket_path = argv[1];
+    for (int i = 3; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--echo")) { echo_mode = 1; continue; }
+        if (!v) { fprintf(stderr, "load_client: %s needs a value\n", a); return 2; }
+        i++;
+        if (!strcmp(a, "--count")) count = atol(v);
+        else if (!strcmp(a, "--warmup")) warmup = atol(v);
+        else if (!strcmp(a, "--clients")) clients = atol(v);
+        else if (!strcmp(a, "--duration")) duration = atof(v);
+        else if (!strcmp(a, "--expect") && n_expect < MAX_EXPECT) expect[n_expect++] = v;
+        else { fprintf(stderr, "load_client: unknown option %s\n", a); return 2; }
+    }
+    if (!n_expect) expect[n_expect++] = "\"result\"";
+    if (clients < 1 || clients > 1024 || count < 1 || warmup < 0 || duration <= 0 || duration > 600) {
+        fprintf(stderr, "load_client: bad numbers\n");
+        return 2;
+    }
+
+    FILE *f = fopen(argv[2], "rb");
+    if (!f) { perror(argv[2]); return 2; }
+    request = malloc(1 << 21);
+    request_len = fread(request, 1, (1 << 21) - 2, f);
+    fclose(f);
+    while (request_len && (request[request_len - 1] == '\n' || request[request_len - 1] == '\r')) request_len--;
+    request[request_len++] = '\n';  /* exactly one newline: one message */
+
+    worker *ws = calloc((size_t)clients, sizeof *ws);
+    pthread_t *ts = calloc((size_t)clients, sizeof *ts);
+    pthread_barrier_init(&start_barrier, NULL, (unsigned)clients + 1);
+    for (long c = 0; c < clients; c++) {
+        ws[c].warmup = clients == 1 ? warmup : warmup / clients;
+        ws[c].count = clients == 1 ? count : -1;
+        pthread_create(&ts[c], NULL, run, &ws[c]);
+    }
+    pthread_barrier_wait(&start_barrier);
+    uint64_t t0 = now_ns();
+    if (clients > 1) {
+        struct timespec d = {(time_t)duration, (long)((duration - (double)(time_t)duration) * 1e9)};
+        while (nanosleep(&d, &d) < 0 && errno == EINTR) {}
+        atomic_store(&stop_flag, 1);
+    }
+    for (long c = 0; c < clients; c++) pthread_join(ts[c], NULL);
+    double seconds = (double)(now_ns() - t0) / 1e9;
+
+    long total = 0, failed = 0;
+    for (long c = 0; c < clients; c++) { total += ws[c].n; failed += ws[c].failed; }
+    uint32_t *all = malloc((size_t)(total ? total : 1) * sizeof *all);
+    long k = 0;
+    double sum = 0;
+    for (long c = 0; c < clients; c++)
+        for (long i = 0; i < ws[c].n; i++) { all[k++] = ws[c].lat_ns[i]; sum += ws[c].lat_ns[i]; }
+    if (total == 0 || failed) {
+        fprintf(stderr, "load_client: %ld of %ld connections failed, %ld requests timed\n", failed, clients, total);
+        return 1;
+    }
+    qsort(all, (size_t)total, sizeof *all, cmp_u32);
+    long errors = atomic_load(&error_count);
+    printf("requests=%ld errors=%ld p50_us=%.1f p99_us=%.1f mean_us=%.1f rps=%.0f seconds=%.2f\n", total, errors,
+           pct_us(all, total, 0.50), pct_us(all, total, 0.99), sum / (double)total / 1000.0,
+           (double)total / seconds, seconds);
+    return errors ? 1 : 0;
+}

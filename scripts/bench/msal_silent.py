@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""msal-python's own silent path, timed the way brokerd's is: the comparison row of scripts/bench.sh.
+
+    msal_silent.py CACHE.json META.json [--count N] [--warmup N]   # in-process loop, prints one key=value line
+    msal_silent.py CACHE.json META.json --once                     # one call, for timing a whole process
+
+The cache document and META (from make_cache.py) are the ones brokerd serves, so both answer for the same entry.
+The app gets an in-memory HTTP client that answers only instance discovery and the authority's OpenID
+configuration and raises on anything else: a silent call that went to the network (or took an error path) would
+not be a cache hit, so every timed call's access token is compared with the expected one, and the fake's call
+count during the timed loop must be 0. Either failure is reported and makes the exit status 1.
+"""
+import argparse
+import json
+import sys
+import time
+
+HOST = "login.microsoftonline.com"
+
+
+class FakeResponse:
+    def __init__(self, body):
+        self.status_code, self.text, self.headers = 200, json.dumps(body), {"Content-Type": "application/json"}
+
+    def raise_for_status(self):
+        pass
+
+
+class FakeHttpClient:
+    """Answers from memory what msal-python fetches before it can look in its cache; refuses everything else."""
+
+    def __init__(self, tenant):
+        self.calls = 0
+        base = f"https://{HOST}/{tenant}"
+        self.oidc_url = f"{base}/v2.0/.well-known/openid-configuration"
+        self.oidc = {"issuer": f"{base}/v2.0", "authorization_endpoint": f"{base}/oauth2/v2.0/authorize",
+                     "token_endpoint": f"{base}/oauth2/v2.0/token",
+                     "device_authorization_endpoint": f"{base}/oauth2/v2.0/devicecode",
+                     "end_session_endpoint": f"{base}/oauth2/v2.0/logout",
+                     "jwks_uri": f"https://{HOST}/{tenant}/discovery/v2.0/keys",
+                     "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
+                     "scopes_supported": ["openid", "profile", "email", "offline_access"]}
+        self.instance = {"tenant_discovery_endpoint": self.oidc_url, "api-version": "1.1",
+                         "metadata": [{"preferred_network": HOST, "preferred_cache": "login.windows.net",
+                                       "aliases": [HOST, "login.windows.net", "login.microsoft.com",
+                                                   "sts.windows.net"]}]}
+
+    def get(self, url, params=None, headers=None, **kwargs):
+        self.calls += 1
+        if url.startswith(f"https://{HOST}/common/discovery/instance"):
+            return FakeResponse(self.instance)
+        if url == self.oidc_url:
+            return FakeResponse(self.oidc)
+        raise RuntimeError(f"msal_silent.py: unexpected HTTP GET {url}")
+
+    def post(self, url, params=None, data=None, headers=None, **kwargs):
+        self.calls += 1
+        raise RuntimeError(f"msal_silent.py: unexpected HTTP POST {url}")
+
+    def close(self):
+        pass
+
+
+def percentile(sorted_values, p):  # nearest rank, as load_client.c
+    return sorted_values[max(1, int(p * len(sorted_values) + 0.999999)) - 1]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("cache")
+    parser.add_argument("meta")
+    parser.add_argument("--count", type=int, default=20000)
+    parser.add_argument("--warmup", type=int, default=2000)
+    parser.add_argument("--once", action="store_true")
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    import msal  # inside the timing of --once on purpose: a process that wants a token pays for it
+    with open(args.meta) as f:
+        meta = json.load(f)
+    cache = msal.SerializableTokenCache()
+    with open(args.cache) as f:
+        cache.deserialize(f.read())
+    http = FakeHttpClient(meta["tenant"])
+    app = msal.PublicClientApplication(meta["clientId"], authority=meta["authority"], token_cache=cache,
+                                       http_client=http)
+    accounts = app.get_accounts(username=meta["username"])
+    if len(accounts) != 1 or accounts[0]["home_account_id"] != meta["homeAccountId"]:
+        sys.exit(f"msal_silent.py: get_accounts found {len(accounts)} accounts for {meta['username']}")
+    account, scopes, expected = accounts[0], [meta["scope"]], meta["accessToken"]
+    loaded = time.perf_counter() - started
+
+    if args.once:
+        result = app.acquire_token_silent(scopes, account)
+        ok = bool(result) and result.get("access_token") == expected
+        print("ok" if ok else f"msal_silent.py: not the cached token: {str(result)[:300]}")
+        return 0 if ok else 1
+
+    errors, first_error, latencies = 0, None, []
+    for i in range(args.warmup + args.count):
+        if i == args.warmup:
+            calls_before = http.calls
+        t0 = time.perf_counter_ns()
+        result = app.acquire_token_silent(scopes, account)
+        t1 = time.perf_counter_ns()
+        if not result or result.get("access_token") != expected or result.get("token_source") != "cache":
+            errors += 1
+            first_error = first_error or str(result)[:300]
+        if i >= args.warmup:
+            latencies.append(t1 - t0)
+    timed_calls = http.calls - calls_before
+    latencies.sort()
+    if first_error:
+        print(f"msal_silent.py: unexpected result: {first_error}", file=sys.stderr)
+    if timed_calls:
+        print(f"msal_silent.py: {timed_calls} HTTP calls during the timed loop", file=sys.stderr)
+    print(f"version={msal.__version__} requests={len(latencies)} errors={errors} http_calls={timed_calls} "
+          f"p50_us={percentile(latencies, 0.5) / 1000:.1f} p99_us={percentile(latencies, 0.99) / 1000:.1f} "
+          f"mean_us={sum(latencies) / len(latencies) / 1000:.1f} load_s={loaded:.2f}")
+    return 1 if errors or timed_calls else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Turns the key=value figures that scripts/bench.sh collected into its one table, printed as text and written as
+markdown (for the README). Ratios are computed here, always against a baseline measured in the same run.
+
+    table.py RESULTS_FILE MARKDOWN_OUT
+
+Exit status 1 when any figure of the table is missing (it could not be measured; the reason bench.sh recorded is
+listed under the table). A target that is missed is only a FAIL in the table, not an error.
+"""
+import sys
+
+figures, notes = {}, []
+for line in open(sys.argv[1], encoding="utf-8"):
+    key, sep, value = line.rstrip("\n").partition("=")
+    if not sep:
+        continue
+    if key == "note":
+        notes.append(value)
+    else:
+        figures[key] = value
+
+
+def num(key):
+    try:
+        return float(figures[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def fmt(value, unit):
+    if value is None:
+        return "MISSING"
+    if unit == "req/s":
+        return f"{value:,.0f} req/s"
+    if unit == "MiB":
+        return f"{value:.1f} MiB"
+    if unit in ("µs", "ms"):
+        return f"{value:.1f} {unit}" if value < 100 else f"{value:,.0f} {unit}"
+    return f"{value:.2f} {unit}"
+
+
+g = figures.get
+big = f"{int(num('big_accounts') or 0):,} accounts / {int(num('big_tokens') or 0):,} tokens"
+msal = f"msal-python {g('msal1_version', '?')}"
+# (label, key, unit, baseline label, baseline key, kind, limit): kind "le"/"ge" compare value/baseline with limit,
+# "max" compares the value itself with limit, None is a figure without a target (a baseline or for information).
+sections = [
+    ("1. Raw AF_UNIX echo: C echo server, same load client, same request line (the baseline)", [
+        ("echo p50, 1 client (sequential)", "echo1_p50_us", "µs", None, None, None, None),
+        ("echo p99, 1 client", "echo1_p99_us", "µs", None, None, None, None),
+        ("echo throughput, 64 clients", "echo64_rps", "req/s", None, None, None, None),
+        ("echo p50 under 64 clients", "echo64_p50_us", "µs", None, None, None, None),
+    ]),
+]
+for size, tag in (("1 account", "one"), (big, "big")):
+    rows = [
+        ("p50, 1 client", f"{tag}1_p50_us", "µs", "echo p50", "echo1_p50_us", "le", 3),
+        ("p99, 1 client", f"{tag}1_p99_us", "µs", "echo p50", "echo1_p50_us", "le", 10),
+        ("throughput, 64 clients", f"{tag}64_rps", "req/s", "echo 64 clients", "echo64_rps", "ge", 0.5),
+        ("p50 under 64 clients", f"{tag}64_p50_us", "µs", "echo p50 under 64", "echo64_p50_us", None, None),
+        ("p50 vs msal-python in-process", f"{tag}1_p50_us", "µs", f"{msal} p50",
+         "msal1_p50_us" if tag == "one" else "msalbig_p50_us", "le", 1),
+    ]
+    if tag == "big":
+        rows.append(("p50 vs brokerd at 1 account", "big1_p50_us", "µs", "brokerd p50, 1 account", "one1_p50_us",
+                     "le", 1.2))
+    sections.append((f"2. brokerd acquireTokenSilently, cache hit, {size}", rows))
+sections += [
+    (f"3. {msal} in-process acquire_token_silent, same documents (0 HTTP calls, every token checked)", [
+        ("p50, 1 account", "msal1_p50_us", "µs", None, None, None, None),
+        ("p99, 1 account", "msal1_p99_us", "µs", None, None, None, None),
+        (f"p50, {big}", "msalbig_p50_us", "µs", None, None, None, None),
+        (f"p99, {big}", "msalbig_p99_us", "µs", None, None, None, None),
+    ]),
+    (f"4. Whole processes, median of {g('procs_runs', '?')} runs, daemon running, cache hit", [
+        ("brokerctl --help", "help_median_ms", "ms", None, None, None, None),
+        ("brokerctl token --client-id … --authority … --scope …", "token_median_ms", "ms", "brokerctl --help",
+         "help_median_ms", "le", 2),
+        (f"python3: import msal, load the cache file, one acquire_token_silent ({g('py_runs', '?')} runs)",
+         "msalproc_median_ms", "ms",
+         "brokerctl token", "token_median_ms", None, None),
+    ]),
+    (f"5. Cold start under systemd-socket-activate, 1,000-account cache (median of {g('cold_runs', '?')})", [
+        ("connection → first silent answer", "cold_median_ms", "ms", None, None, "max", 30),
+    ]),
+    (f"6. Scale: {big}", [
+        ("document size (msal-python's JSON, indent 4)", "doc_mib", "MiB", None, None, None, None),
+        (f"import: {g('import_how', 'brokerctl import FILE')}", "import_s", "s", None, None, "max", 15),
+        ("brokerd RSS idle (fresh daemon, empty state)", "rss_idle_mib", "MiB", None, None, "max", 15),
+        ("brokerd RSS loaded (after restart and the load runs)", "rss_big_mib", "MiB", None, None, "max",
+         2 * num("doc_mib") + 20 if num("doc_mib") else None),
+        ("start with the cache: spawn → first silent answer", "load_ms", "ms", None, None, "max", 3000),
+        (f"removeAccount, one app of one account (median of {g('remove_count', '?')})", "remove_median_ms", "ms",
+         None, None, "max", 20),
+    ]),
+]
+
+means = {"help_median_ms": "help_mean_ms", "token_median_ms": "token_mean_ms",
+         "msalproc_median_ms": "msalproc_mean_ms"}
+header = ["#", "measurement", "value", "baseline (same run)", "ratio", "target", "result"]
+table, missing, n = [], 0, 0
+for title, rows in sections:
+    table.append(("section", title))
+    for label, key, unit, base_label, base_key, kind, limit in rows:
+        n += 1
+        value, base = num(key), num(base_key) if base_key else None
+        shown = fmt(value, unit)
+        if key in means and num(means[key]) is not None:
+            shown += f" (mean {num(means[key]):.1f})"
+        if key == "rss_big_mib" and num("rss_big_peak_mib") is not None:
+            shown += f" (peak {num('rss_big_peak_mib'):.0f})"
+        ratio = value / base if value is not None and base else None
+        baseline = f"{base_label}: {fmt(base, unit)}" if base_key else "—"
+        if kind == "le":
+            target = f"≤ {limit:g}×"
+        elif kind == "ge":
+            target = f"≥ {limit * 100:g} %"
+        elif kind == "max":
+            target = f"≤ {limit:,.4g} {unit}" if limit is not None else "MISSING"
+        else:
+            target = "—"
+        if value is None or (kind in ("le", "ge") and ratio is None) or (kind == "max" and limit is None):
+            result, missing = "MISSING", missing + 1
+        elif kind == "le":
+            result = "PASS" if ratio <= limit else "FAIL"
+        elif kind == "ge":
+            result = "PASS" if ratio >= limit else "FAIL"
+        elif kind == "max":
+            result = "PASS" if value <= limit else "FAIL"
+        else:
+            result = "—"
+        ratio_text = (f"{ratio * 100:.0f} %" if kind == "ge" else f"{ratio:.2f}×") if ratio is not None else "—"
+        table.append((str(n), label, shown, baseline, ratio_text, target, result))
+
+machine = [f"{k}: {figures[k]}" for k in ("machine", "cpu", "memory", "kernel", "date", "binaries", "mode")
+           if k in figures]
+passed = sum(1 for r in table if r[0] != "section" and r[-1] == "PASS")
+failed = sum(1 for r in table if r[0] != "section" and r[-1] == "FAIL")
+summary = f"{passed} PASS, {failed} FAIL, {missing} MISSING"
+
+# text: fixed-width columns
+widths = [max(len(r[i]) for r in table + [tuple(header)] if r[0] != "section") for i in range(len(header))]
+line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()
+out = machine + [""] + [line(header), line(["-" * w for w in widths])]
+for r in table:
+    out.append(f"\n{r[1]}" if r[0] == "section" else line(r))
+out += ["", summary] + [f"note: {x}" for x in notes]
+print("\n".join(out))
+
+md = [f"brokerd benchmark (`scripts/bench.sh{' --quick' if g('mode', '').startswith('quick') else ''}`)", ""]
+md += [f"- {m}" for m in machine] + ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+for r in table:
+    md.append(f"| | **{r[1]}** | | | | | |" if r[0] == "section" else "| " + " | ".join(r) + " |")
+md += ["", summary] + [f"- note: {x}" for x in notes]
+with open(sys.argv[2], "w", encoding="utf-8") as f:
+    f.write("\n".join(md) + "\n")
+sys.exit(1 if missing else 0)
