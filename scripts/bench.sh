@@ -168,15 +168,26 @@ stop_daemon() {  # PID: SIGTERM (brokerd flushes the cache), SIGKILL after 60 s
     daemons=("${left[@]}")  # cleanup() must never signal a pid that may have been reused
 }
 rss_mib() { awk -v k="$2:" '$1 == k { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }  # PID VmRSS|VmHWM
-# load_runs PREFIX SOCKET REQUEST EXPECT...: the sequential run and the 64-client run of the load client.
+# load_runs PREFIX PID SOCKET REQUEST EXPECT...: the sequential runs and the 64-client run of the load client.
+# A single client's round trip depends on where the scheduler puts the two ends: on one core it is a direct switch,
+# across cores it is a wake-up of another CPU (several times slower on a VM). Left alone, the placement differs from
+# run to run and from server to server, so the sequential run is made twice with the server pinned to CPU 0: the
+# client on CPU 0 (PREFIX1) and on CPU 1 (PREFIX1x). The 64-client run has every CPU.
+cpus=$(nproc)
 load_runs() {
-    local prefix=$1 sock=$2 request=$3 figures
-    shift 3
-    if figures=$("$load" "$sock" "$request" --count "$seq" --warmup "$warm" "$@" 2>"$work/load.err"); then
-        record_all "${prefix}1" "$figures"
-    else
-        note "$prefix, 1 client: not measured ($(tail -n 2 "$work/load.err" | tr '\n' ' '))"
-    fi
+    local prefix=$1 server=$2 sock=$3 request=$4 figures tag client_cpu
+    shift 4
+    taskset -a -p -c 0 "$server" >/dev/null
+    for tag in 1 1x; do
+        client_cpu=0
+        if [[ $tag == 1x ]]; then ((cpus > 1)) || { note "one CPU: no cross-core run"; continue; }; client_cpu=1; fi
+        if figures=$(taskset -c "$client_cpu" "$load" "$sock" "$request" --count "$seq" --warmup "$warm" "$@" 2>"$work/load.err"); then
+            record_all "$prefix$tag" "$figures"
+        else
+            note "$prefix, 1 client on CPU $client_cpu: not measured ($(tail -n 2 "$work/load.err" | tr '\n' ' '))"
+        fi
+    done
+    taskset -a -p -c "0-$((cpus - 1))" "$server" >/dev/null
     if figures=$("$load" "$sock" "$request" --clients 64 --duration "$secs" --warmup "$warm" "$@" 2>"$work/load.err"); then
         record_all "${prefix}64" "$figures"
     else
@@ -195,7 +206,7 @@ step "echo baseline"
 daemons+=("$!")
 echo_pid=$!
 "$py" "$bench/timing.py" answer "$work/echo.sock" "$req_one" --since "$EPOCHREALTIME" --expect acquireTokenSilently >/dev/null
-load_runs echo "$work/echo.sock" "$req_one" --echo
+load_runs echo "$echo_pid" "$work/echo.sock" "$req_one" --echo
 stop_daemon "$echo_pid"
 
 # --- 2 (1 account), 4 and idle memory: a fresh daemon -----------------------------------------------------------
@@ -206,7 +217,7 @@ if start_daemon one "$work/state-one" "$version_request"; then
     sleep 0.5  # idle: let start-up work settle
     record rss_idle_mib "$(rss_mib "$pid" VmRSS)"
     if import_doc "$sock" "$doc_one"; then
-        load_runs one "$sock" "$req_one" "${expect_cache[@]}" --expect "\"accessToken\":\"$token_one\""
+        load_runs one "$pid" "$sock" "$req_one" "${expect_cache[@]}" --expect "\"accessToken\":\"$token_one\""
         step "whole processes ($runs runs each)"
         if figures=$("$py" "$bench/timing.py" procs "$runs" -- "$brokerctl" --help); then
             record_all help "$figures"
@@ -260,7 +271,7 @@ if ((imported)); then
     step "brokerd, $big_accounts accounts: restart, load runs, removals"
     if start_daemon big "$state_big" "$req_big" 300; then
         record load_ms "$start_ms"
-        load_runs big "$sock" "$req_big" "${expect_cache[@]}" --expect "\"accessToken\":\"$(meta "$doc_big" accessToken)\""
+        load_runs big "$pid" "$sock" "$req_big" "${expect_cache[@]}" --expect "\"accessToken\":\"$(meta "$doc_big" accessToken)\""
         record rss_big_mib "$(rss_mib "$pid" VmRSS)"
         record rss_big_peak_mib "$(rss_mib "$pid" VmHWM)"
         client=$(meta "$doc_big" clientId)

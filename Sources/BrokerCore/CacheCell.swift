@@ -15,8 +15,16 @@ final class CacheCell: @unchecked Sendable {
     struct Contents {
         var cache: TokenCache
         var identity: IdentityProvider? {
-            didSet { authorities = [:] }
+            didSet {
+                authorities = [:]
+                generation &+= 1
+            }
         }
+        /// Counts the changes that can change an answer: every change the broker makes to the cache (through
+        /// `CacheCell.cache`) and every new identity setting. A use noted by a hit, or rows marked written, do not
+        /// count. An answer remembered at one generation is the answer while the generation stays the same (and
+        /// the token's own times allow it).
+        private(set) var generation: UInt64 = 0
         /// Authorities as validated by `identity`, by the text a request named: parsing and validating one costs
         /// more than the rest of a hit. Only valid ones are kept, and at most `authorityMemoSize` of them.
         private var authorities: [String: Authority] = [:]
@@ -24,6 +32,8 @@ final class CacheCell: @unchecked Sendable {
         /// Hosts whose alias groups instance discovery was asked for (the slow path starts the lookup; a hit on a
         /// host not yet asked takes the slow path once, so that it does).
         var aliasLookups: [String: Int64] = [:]
+
+        mutating func cacheChanged() { generation &+= 1 }
 
         init(cache: TokenCache, identity: IdentityProvider?) {
             self.cache = cache
@@ -70,6 +80,7 @@ final class CacheCell: @unchecked Sendable {
         _modify {
             pthread_mutex_lock(mutex)
             defer { pthread_mutex_unlock(mutex) }
+            contents.cacheChanged()
             yield &contents.cache
         }
     }

@@ -3,7 +3,7 @@
 /// Numbers keep their literal text (a cache written by another SDK must come back with the same digits), and
 /// `raw` holds a value that was validated but deliberately not interpreted, so it can be written back
 /// byte-for-byte. Objects keep member order.
-public indirect enum JSONValue: Sendable, Equatable {
+public indirect enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
     case number(String)
@@ -52,8 +52,8 @@ public indirect enum JSONValue: Sendable, Equatable {
 
 /// An ordered JSON object. Lookups are linear: objects here are small (cache entities have ~12 fields);
 /// large maps (the cache sections) are indexed by their owners.
-public struct JSONObject: Sendable, Equatable {
-    public struct Member: Sendable, Equatable {
+public struct JSONObject: Sendable, Hashable {
+    public struct Member: Sendable, Hashable {
         public var key: String
         public var value: JSONValue
         public init(key: String, value: JSONValue) {

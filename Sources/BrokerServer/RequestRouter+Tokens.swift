@@ -19,14 +19,22 @@ extension RequestRouter {
     }
 
     /// The answer to a silent request that the cache can give at once, made on the calling thread (the connection's
-    /// event loop): no task, no actor hop. nil sends the request the usual way (`answer`), which also reports every
-    /// error, so this path never has to.
+    /// event loop): no task, no actor hop. A request seen before is answered from `memo`. nil sends the request the
+    /// usual way (`answer`), which also reports every error, so this path never has to.
     func cachedAnswer(_ request: RPCRequest, from peer: PeerIdentity) -> [UInt8]? {
-        guard request.method == BrokerMethod.acquireTokenSilently.rawValue, let id = request.id else { return nil }
+        guard request.method == BrokerMethod.acquireTokenSilently.rawValue, let id = request.id,
+              let (key, correlationId) = SilentAnswerMemo.key(of: request.params) else { return nil }
         let started = ContinuousClock.now
+        if let json = memo.resultJSON(for: key, correlationId: correlationId, broker: broker) {
+            log(request, from: peer, since: started, outcome: .success(json))
+            return RPCEnvelope.success(id: id, resultJSON: json)
+        }
         guard let p = try? params(AcquireTokenSilentlyParams.self, request), let silent = try? Self.silentRequest(p),
-              let (outcome, account) = broker.cachedSilentToken(silent),
-              let json = try? Self.encode(outcome, account: account, correlationId: p.correlationId) else { return nil }
+              let hit = broker.cachedSilentToken(silent),
+              let text = try? TokenResultText(Self.result(hit.outcome, account: hit.account, correlationId: nil))
+        else { return nil }
+        memo.remember(.init(text: text, freshness: hit.freshness), for: key)
+        let json = text.json(correlationId: correlationId)
         log(request, from: peer, since: started, outcome: .success(json))
         return RPCEnvelope.success(id: id, resultJSON: json)
     }
@@ -69,11 +77,15 @@ extension RequestRouter {
     }
 
     static func encode(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) throws -> [UInt8] {
-        try ProtocolCoding.encode(TokenResult(
+        try ProtocolCoding.encode(result(outcome, account: account, correlationId: correlationId))
+    }
+
+    static func result(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) -> TokenResult {
+        TokenResult(
             accessToken: outcome.accessToken, tokenType: outcome.tokenType, expiresOn: outcome.expiresOn,
             extendedExpiresOn: outcome.extendedExpiresOn, refreshOn: outcome.refreshOn, grantedScopes: outcome.grantedScopes,
             idToken: outcome.idToken, account: wire(account), authority: outcome.authority, correlationId: correlationId,
-            source: outcome.source))
+            source: outcome.source)
     }
 
     /// msal-python's classification of a suberror: the ones an app cannot act on become "" (reference §3.1, §5.3);

@@ -29,6 +29,7 @@ final class RequestRouter: Sendable {
     let info: DaemonInfo
     let state: ServerState
     let logger: Logger
+    let memo = SilentAnswerMemo()
 
     init(broker: Broker, info: DaemonInfo, state: ServerState, logger: Logger) {
         self.broker = broker

@@ -162,9 +162,13 @@ func wire(_ summary: AccountSummary) -> BrokerProtocol.Account {
 
 /// RequestRouter.encode(_:account:correlationId:): a token outcome as the JSON of a TokenResult.
 func encodeResult(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) throws -> [UInt8] {
-    try ProtocolCoding.encode(TokenResult(
+    try ProtocolCoding.encode(tokenResult(outcome, account: account, correlationId: correlationId))
+}
+
+func tokenResult(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) -> TokenResult {
+    TokenResult(
         accessToken: outcome.accessToken, tokenType: outcome.tokenType, expiresOn: outcome.expiresOn,
         extendedExpiresOn: outcome.extendedExpiresOn, refreshOn: outcome.refreshOn, grantedScopes: outcome.grantedScopes,
         idToken: outcome.idToken, account: wire(account), authority: outcome.authority, correlationId: correlationId,
-        source: outcome.source))
+        source: outcome.source)
 }

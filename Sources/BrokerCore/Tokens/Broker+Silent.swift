@@ -16,6 +16,22 @@ public struct TokenOutcome: Sendable {
     public var source: String
 }
 
+/// A silent request answered from the cache on the caller's thread (`Broker.cachedSilentToken`).
+public struct CachedHit: Sendable {
+    public var outcome: TokenOutcome
+    public var account: AccountSummary
+    /// For a front end that keeps the answer it made from this hit: when the same request gets the same answer.
+    public var freshness: HitFreshness
+}
+
+/// How long a cache hit's answer stays the answer (`Broker.isStillFresh`): opaque to front ends.
+public struct HitFreshness: Sendable {
+    let generation: UInt64
+    /// Unix seconds: the hit holds while the clock is below this (the 5-minute buffer, `refresh_on`).
+    let until: Int64
+    var use: TokenUse
+}
+
 public struct SilentTokenRequest: Sendable {
     public var clientId: String
     public var authority: String?
@@ -47,7 +63,7 @@ extension Broker {
     /// request needs `acquireTokenSilently` (no usable token, a refresh due, claims or forceRefresh, a tenant named by
     /// its domain, any error to report, or a host whose alias lookup has not started). For a hit, both give the same
     /// answer: they share `plan` and the cache lookup. Costs the account's own tokens, whatever the cache size.
-    public nonisolated func cachedSilentToken(_ request: SilentTokenRequest) -> (outcome: TokenOutcome, account: AccountSummary)? {
+    public nonisolated func cachedSilentToken(_ request: SilentTokenRequest) -> CachedHit? {
         guard !request.forceRefresh, request.claims == nil else { return nil }
         let now = Self.now()
         return cell.withLock { contents in
@@ -58,12 +74,34 @@ extension Broker {
                   let token = contents.cache.cachedAccessToken(
                       homeAccountId: plan.hid, clientId: request.clientId, environment: plan.authority.environment,
                       tenant: plan.authority.tenant, scopes: plan.scopes, now: now),
+                  let expiresOn = token.expiresOn,
                   token.refreshOn.map({ $0 > now }) ?? true,
                   let account = contents.cache.accountSummary(homeAccountId: plan.hid, now: now) else { return nil }
-            contents.cache.noteUse(TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
-                                            scopes: plan.scopes, lastUsed: now))
-            return (Self.outcome(token, hid: plan.hid, clientId: request.clientId, authority: plan.authority,
-                                 source: "cache", cache: contents.cache), account)
+            let use = TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
+                               scopes: plan.scopes, lastUsed: now)
+            contents.cache.noteUse(use)
+            let freshness = HitFreshness(generation: contents.generation,
+                                         until: min(expiresOn - expiryBufferSeconds, token.refreshOn ?? .max),
+                                         use: use)
+            return CachedHit(outcome: Self.outcome(token, hid: plan.hid, clientId: request.clientId, authority: plan.authority,
+                                                   source: "cache", cache: contents.cache),
+                             account: account, freshness: freshness)
+        }
+    }
+
+    /// Whether a hit's answer is still the answer, and if so, the hit is noted as a use (at most once a second, the
+    /// resolution of `lastUsed`). It is while nothing has changed the cache or the identity settings since it was
+    /// made (a refresh, an import, a removal, a sign-out, a reload all do), and its token is neither inside the
+    /// 5-minute buffer nor past `refresh_on`: exactly when `cachedSilentToken` would give it again.
+    public nonisolated func isStillFresh(_ freshness: inout HitFreshness) -> Bool {
+        let now = Self.now()
+        return cell.withLock { contents in
+            guard contents.generation == freshness.generation, now < freshness.until else { return false }
+            if now != freshness.use.lastUsed {
+                freshness.use.lastUsed = now
+                contents.cache.noteUse(freshness.use)
+            }
+            return true
         }
     }
 

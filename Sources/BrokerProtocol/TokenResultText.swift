@@ -1,0 +1,45 @@
+import BrokerJSON
+
+/// A token result's JSON text with its correlation id left open: the answer to a request that repeats an earlier
+/// one is this text with the new request's correlation id put in, byte for byte what encoding the whole result
+/// with that id gives (`ProtocolCoding.encode`), without encoding it again.
+///
+/// Keys are sorted, so `correlationId` has one fixed place: the text is kept as the part before it and the part
+/// after it.
+public struct TokenResultText: Sendable {
+    private let head: [UInt8]  // "{" and the members before correlationId
+    private let tail: [UInt8]  // the members after it and "}"
+
+    public init(_ result: TokenResult) throws {
+        var result = result
+        result.correlationId = nil
+        guard case .object(let object) = try JSONValueEncoder().encode(result) else {
+            throw EncodingError.invalidValue(result, .init(codingPath: [], debugDescription: "a token result is an object"))
+        }
+        let key = Array("correlationId".utf8)
+        let split = object.members.firstIndex { !Array($0.key.utf8).lexicographicallyPrecedes(key) } ?? object.members.count
+        var head = JSONWriter.wireBytes(.object(JSONObject(Array(object.members[..<split]))))
+        head.removeLast()
+        var tail = JSONWriter.wireBytes(.object(JSONObject(Array(object.members[split...]))))
+        tail.removeFirst()
+        self.head = head
+        self.tail = tail
+    }
+
+    public func json(correlationId: String?) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(head.count + tail.count + (correlationId?.utf8.count ?? 0) + 20)
+        out += head
+        let hasBefore = head.count > 1, hasAfter = tail.count > 1
+        if let correlationId {
+            if hasBefore { out.append(UInt8(ascii: ",")) }
+            out += #""correlationId":"#.utf8
+            JSONWriter.writeWireString(correlationId, into: &out)
+            if hasAfter { out.append(UInt8(ascii: ",")) }
+        } else if hasBefore && hasAfter {
+            out.append(UInt8(ascii: ","))
+        }
+        out += tail
+        return out
+    }
+}
