@@ -21,9 +21,8 @@ public struct CacheQuery: Sendable {
     }
 }
 
-/// The whole unified cache in one place: entries as read (keys opaque), plus indexes by home account,
-/// environment alias group, client id, family id, realm and scope, so that lookups touch only the smallest
-/// matching bucket instead of scanning.
+/// The whole unified cache in one place: entries as read (keys opaque), plus an index by home account, so that a
+/// lookup for an account touches only that account's entries instead of scanning.
 public struct TokenCache: Sendable {
     public private(set) var document = CacheDocument()
     public var aliases: EnvironmentAliases
@@ -35,9 +34,11 @@ public struct TokenCache: Sendable {
     /// Rows changed since the persistence layer last took them (CacheRows.swift).
     var changedRows: Set<CacheRow> = []
 
-    private enum Field: CaseIterable { case homeAccount, environment, client, family, realm, scope }
-    private struct Slot: Hashable { var kind: CredentialKind; var field: Field }
-    private var index: [Slot: [String: Set<String>]] = [:]
+    /// Entry keys by kind and lowercased home account id. Only the home account is indexed: every lookup that
+    /// matters names one, an account has tens of entries, and `matches` checks the other fields on those. Indexes
+    /// by environment, client, realm and scope were 40 % of loading a 100,000-token cache (sets of nearly every
+    /// key, grown one insert at a time) and narrowed nothing: each of their buckets held most of the cache.
+    private var index: [CredentialKind: [String: Set<String>]] = [:]
     /// The claims of each id_token (by key), decoded when the entry is stored: every token answer carries its
     /// account's claims, and decoding a JWT per answer would be most of a cache hit's work.
     private(set) var idTokenClaims: [String: JSONObject] = [:]
@@ -67,7 +68,7 @@ public struct TokenCache: Sendable {
     public func count(_ kind: CredentialKind) -> Int { document.entries[kind]?.count ?? 0 }
 
     /// Distinct home accounts with an Account entry (the index's bucket count: no scan).
-    public var homeAccountCount: Int { index[Slot(kind: .account, field: .homeAccount)]?.count ?? 0 }
+    public var homeAccountCount: Int { index[.account]?.count ?? 0 }
 
     public func all(_ kind: CredentialKind) -> [(key: String, entity: CacheEntity)] {
         (document.entries[kind] ?? [:]).map { ($0.key, $0.value) }
@@ -76,21 +77,9 @@ public struct TokenCache: Sendable {
     /// Entries of `kind` matching `query`, found through the smallest index bucket among the query's fields.
     public func find(_ kind: CredentialKind, _ query: CacheQuery) -> [(key: String, entity: CacheEntity)] {
         let section = document.entries[kind] ?? [:]
-        var buckets: [Set<String>] = []
-        func bucket(_ field: Field, _ value: String?) {
-            guard let value else { return }
-            buckets.append(index[Slot(kind: kind, field: field)]?[indexValue(field, value)] ?? [])
-        }
-        bucket(.homeAccount, query.homeAccountId)
-        bucket(.environment, query.environment)
-        bucket(.client, query.clientId)
-        bucket(.family, query.familyId)
-        bucket(.realm, query.realm)
-        for scope in query.scopes ?? [] { bucket(.scope, scope) }
-
         let candidates: [String]
-        if let smallest = buckets.min(by: { $0.count < $1.count }) {
-            candidates = Array(smallest)
+        if let hid = query.homeAccountId {
+            candidates = Array(index[kind]?[hid.lowercased()] ?? [])
         } else {
             candidates = Array(section.keys)
         }
@@ -162,8 +151,8 @@ public struct TokenCache: Sendable {
         }
     }
 
-    /// Adds alias groups learned by instance discovery. When a group changes which hosts count as one
-    /// environment, the index is rebuilt (its environment buckets are keyed by the group). Returns whether it did.
+    /// Adds alias groups learned by instance discovery. Returns whether a group changed which hosts count as one
+    /// environment (lookups compare environments through the groups, so nothing else has to change).
     @discardableResult
     public mutating func learnAliases(_ groups: [[String]]) -> Bool {
         var changed = false
@@ -174,47 +163,23 @@ public struct TokenCache: Sendable {
                 changed = true
             }
         }
-        guard changed else { return false }
-        index = [:]
-        for (kind, section) in document.entries {
-            for (key, entity) in section { addToIndex(kind, key, entity) }
-        }
-        return true
+        return changed  // the index is by home account only: new aliases leave it as it is
     }
 
     // MARK: Index maintenance
-
-    private func indexValue(_ field: Field, _ value: String) -> String {
-        field == .environment ? aliases.canonical(value) : value.lowercased()
-    }
-
-    private func indexedValues(_ entity: CacheEntity) -> [(Field, String)] {
-        var values: [(Field, String)] = []
-        if let v = entity.homeAccountId { values.append((.homeAccount, v)) }
-        if let v = entity.environment { values.append((.environment, v)) }
-        if let v = entity.clientId { values.append((.client, v)) }
-        if let v = entity.familyId { values.append((.family, v)) }
-        // No realm and realm "" are the same (ADFS entries of MSAL.NET have none): both are found with realm "".
-        values.append((.realm, entity.realm ?? ""))
-        for scope in Set(entity.target.map { $0.lowercased() }) { values.append((.scope, scope)) }
-        return values
-    }
 
     private mutating func addToIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
         if kind == .idToken, let token = entity.secret, let claims = try? JWTPayload.claims(of: token) {
             idTokenClaims[key] = claims
         }
-        for (field, value) in indexedValues(entity) {
-            index[Slot(kind: kind, field: field), default: [:]][indexValue(field, value), default: []].insert(key)
-        }
+        guard let hid = entity.homeAccountId else { return }
+        index[kind, default: [:]][hid.lowercased(), default: []].insert(key)
     }
 
     private mutating func removeFromIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
         if kind == .idToken { idTokenClaims[key] = nil }
-        for (field, value) in indexedValues(entity) {
-            let slot = Slot(kind: kind, field: field), bucketKey = indexValue(field, value)
-            index[slot]?[bucketKey]?.remove(key)
-            if index[slot]?[bucketKey]?.isEmpty == true { index[slot]?[bucketKey] = nil }
-        }
+        guard let hid = entity.homeAccountId?.lowercased() else { return }
+        index[kind]?[hid]?.remove(key)
+        if index[kind]?[hid]?.isEmpty == true { index[kind]?[hid] = nil }
     }
 }

@@ -3,7 +3,7 @@
 /// Numbers keep their literal text (a cache written by another SDK must come back with the same digits), and
 /// `raw` holds a value that was validated but deliberately not interpreted, so it can be written back
 /// byte-for-byte. Objects keep member order.
-public indirect enum JSONValue: Sendable, Hashable {
+public enum JSONValue: Sendable, Hashable {
     case null
     case bool(Bool)
     case number(String)

@@ -119,13 +119,17 @@ public final class CacheDatabase: @unchecked Sendable {
     /// Every row, secrets opened. A row whose secret does not open (tampered with, or moved from another row)
     /// is left out and named in `problems`; the others load.
     public func loadAll() throws -> Loaded {
-        var loaded = Loaded(rows: [], problems: [])
+        var rows: [StoredRow] = []
+        let problems = try forEachRow { rows.append($0) }
+        return Loaded(rows: rows, problems: problems)
+    }
+
+    /// Every row in turn, secrets opened, without holding them all (a row is handed over and may go before the
+    /// next is read: a large cache then loads without a second copy of itself). Returns the problems, as
+    /// `loadAll` names them.
+    public func forEachRow(_ body: (StoredRow) throws -> Void) throws -> [String] {
+        var problems: [String] = []
         do {
-            let count = try connection.withStatement("SELECT count(*) FROM entries") { statement in
-                try statement.step()
-                return Int(statement.int64(0))
-            }
-            loaded.rows.reserveCapacity(count)
             try connection.withStatement("SELECT section, key, body, sealed FROM entries") { statement in
                 while try statement.step() {
                     let section = statement.text(0), key = statement.text(1)
@@ -133,19 +137,19 @@ public final class CacheDatabase: @unchecked Sendable {
                     if !statement.isNull(3) {
                         let secret = statement.withBlob(3) { try? open($0, section: section, key: key) }
                         guard let secret else {
-                            loaded.problems.append(
+                            problems.append(
                                 "\(section) entry \"\(key)\": its secret cannot be decrypted (tampered with or sealed for another entry); skipped")
                             continue
                         }
                         row.secret = secret
                     }
-                    loaded.rows.append(row)
+                    try body(row)
                 }
             }
         } catch let error as SQLiteError {
             throw Failure.sqlite(error)
         }
-        return loaded
+        return problems
     }
 
     /// Applies all changes in one transaction, durable when this returns. On any error the transaction is

@@ -72,6 +72,7 @@ struct Brokerd: AsyncParsableCommand {
         do { try await broker.start() } catch {
             fail("brokerd: cannot load the cache: \(error)")
         }
+        ProcessMemory.trim()  // the rows read from the database were transient; the heap kept their peak
 
         let activated: Int32?
         do { activated = try SocketActivation.listeningUnixSocket() } catch {

@@ -116,7 +116,7 @@ func shutDownBrokers() async {
 func silentHitBenchmarks() {
     for accounts in [1, 10_000] {
         let label = accountsLabel(accounts)
-        Benchmark("Silent hit: Broker.cachedSilentToken (\(label))") { benchmark, state in
+        Benchmark("Silent hit: Broker.cachedSilentToken (\(label))") { (benchmark, state: BrokerState) in
             let (broker, request) = (state.broker, state.request)
             for _ in benchmark.scaledIterations {
                 blackHole(broker.cachedSilentToken(request))
@@ -132,7 +132,7 @@ func silentHitBenchmarks() {
 
     // The whole answer the event loop makes for a hit: request line in, answer line out
     // (RequestRouter.cachedAnswer without the logging).
-    Benchmark("Silent hit: request line to answer line (1 account)") { benchmark, state in
+    Benchmark("Silent hit: request line to answer line (1 account)") { (benchmark, state: (BrokerState, [UInt8])) in
         let (broker, line) = (state.0.broker, state.1)
         for _ in benchmark.scaledIterations {
             guard case .single(.success(let request)) = RPCEnvelope.parse(line), let id = request.id,
@@ -156,7 +156,8 @@ func silentHitBenchmarks() {
 
     // A repeated request (RequestRouter.cachedAnswer's memo): the request line parsed, the broker asked whether the
     // remembered answer still holds, the correlation id put into the remembered text.
-    Benchmark("Silent hit: remembered answer, request line to answer line (1 account)") { benchmark, state in
+    Benchmark("Silent hit: remembered answer, request line to answer line (1 account)") {
+        (benchmark, state: (BrokerState, [UInt8], TokenResultText, HitFreshness)) in
         let (broker, line) = (state.0.broker, state.1)
         let text = state.2
         var freshness = state.3
@@ -208,7 +209,7 @@ func protocolBenchmarks() {
         return line
     }
 
-    Benchmark("JSON-RPC: encode TokenResult answer") { benchmark, result in
+    Benchmark("JSON-RPC: encode TokenResult answer") { (benchmark, result: TokenResult) in
         for _ in benchmark.scaledIterations {
             guard let json = try? ProtocolCoding.encode(result) else { fatalError("TokenResult does not encode") }
             blackHole(RPCEnvelope.success(id: "42", resultJSON: json))
@@ -273,7 +274,7 @@ nonisolated(unsafe) var storeState: StoreState?
 
 func persistenceBenchmarks() {
     Benchmark("Persist one changed row (100,000 access tokens, fsync)",
-              configuration: .init(metrics: metrics, maxDuration: .seconds(5), maxIterations: 2_000)) { benchmark, state in
+              configuration: .init(metrics: metrics, maxDuration: .seconds(5), maxIterations: 2_000)) { (benchmark, state: StoreState) in
         for _ in benchmark.scaledIterations {
             do { try await state.writeOneChange() } catch { benchmark.error("write failed: \(error)") }
         }

@@ -44,8 +44,9 @@ public actor CacheStore {
                 do {
                     let database = try CacheDatabase(path: path, key: key)
                     self.database = database
-                    let loaded = try database.loadAll()
-                    return Loaded(cache: try Self.cache(from: loaded.rows, problems: &problems), problems: problems + loaded.problems)
+                    var assembler = CacheAssembler()
+                    let unopened = try database.forEachRow { assembler.add($0, problems: &problems) }
+                    return Loaded(cache: assembler.finish(), problems: problems + unopened)
                 } catch CacheDatabase.Failure.wrongKey {
                     problems.append(try moveAside("it cannot be decrypted with the key"))
                 } catch CacheDatabase.Failure.notADatabase(_, let detail) {
@@ -138,31 +139,38 @@ public actor CacheStore {
             return put(Section.state, "state", Array(json.utf8))
         }
     }
+}
 
-    static func cache(from rows: [StoredRow], problems: inout [String]) throws -> TokenCache {
-        var document = CacheDocument()
-        var state = BrokerState()
-        var uses: [String: TokenUse] = [:]
-        for row in rows {
-            if let kind = CredentialKind(rawValue: row.section) {
-                do {
-                    var entity = try CacheDocument.entity(from: row.body)
-                    if let secret = row.secret { entity.fields["secret"] = .string(String(decoding: secret, as: UTF8.self)) }
-                    document.entries[kind, default: [:]][row.key] = entity
-                } catch {
-                    problems.append("cache entry \(row.section)/\(row.key) could not be read (\(error)); it was left out")
-                }
-            } else if row.section.hasPrefix(Section.opaquePrefix),
-                      let kind = CredentialKind(rawValue: String(row.section.dropFirst(Section.opaquePrefix.count))) {
-                document.opaqueEntries[kind, default: [:]][row.key] = String(decoding: row.body, as: UTF8.self)
-            } else if row.section == Section.document {
-                document.otherSections.append((row.key, String(decoding: row.body, as: UTF8.self)))
-            } else if row.section == Section.use {
-                if let json = try? JSONReader.parse(row.body), let use = TokenUse(json: json) { uses[row.key] = use }
-            } else if row.section == Section.state {
-                state = BrokerState(json: String(decoding: row.body, as: UTF8.self))
+/// Builds the cache from database rows one at a time (`CacheDatabase.forEachRow`), so that loading never holds the
+/// rows and the cache at once.
+struct CacheAssembler {
+    private var document = CacheDocument()
+    private var state = BrokerState()
+    private var uses: [String: TokenUse] = [:]
+
+    mutating func add(_ row: StoredRow, problems: inout [String]) {
+        typealias Section = CacheStore.Section
+        if let kind = CredentialKind(rawValue: row.section) {
+            do {
+                var entity = try CacheDocument.entity(from: row.body)
+                if let secret = row.secret { entity.fields["secret"] = .string(String(decoding: secret, as: UTF8.self)) }
+                document.entries[kind, default: [:]][row.key] = entity
+            } catch {
+                problems.append("cache entry \(row.section)/\(row.key) could not be read (\(error)); it was left out")
             }
+        } else if row.section.hasPrefix(Section.opaquePrefix),
+                  let kind = CredentialKind(rawValue: String(row.section.dropFirst(Section.opaquePrefix.count))) {
+            document.opaqueEntries[kind, default: [:]][row.key] = String(decoding: row.body, as: UTF8.self)
+        } else if row.section == Section.document {
+            document.otherSections.append((row.key, String(decoding: row.body, as: UTF8.self)))
+        } else if row.section == Section.use {
+            if let json = try? JSONReader.parse(row.body), let use = TokenUse(json: json) { uses[row.key] = use }
+        } else if row.section == Section.state {
+            state = BrokerState(json: String(decoding: row.body, as: UTF8.self))
         }
+    }
+
+    consuming func finish() -> TokenCache {
         state.uses = uses
         return TokenCache(document: document, state: state)
     }
