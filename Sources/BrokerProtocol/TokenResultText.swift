@@ -29,6 +29,24 @@ public struct TokenResultText: Sendable {
     public func json(correlationId: String?) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(head.count + tail.count + (correlationId?.utf8.count ?? 0) + 20)
+        write(correlationId: correlationId, into: &out)
+        return out
+    }
+
+    /// The whole answer line (without its newline): what `RPCEnvelope.success` makes of `json(correlationId:)`,
+    /// written in one buffer.
+    public func answerLine(id: String, correlationId: String?) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(head.count + tail.count + (correlationId?.utf8.count ?? 0) + id.utf8.count + 60)
+        out += #"{"jsonrpc":"2.0","id":"#.utf8
+        out += id.utf8
+        out += #","result":"#.utf8
+        write(correlationId: correlationId, into: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    private func write(correlationId: String?, into out: inout [UInt8]) {
         out += head
         let hasBefore = head.count > 1, hasAfter = tail.count > 1
         if let correlationId {
@@ -40,6 +58,5 @@ public struct TokenResultText: Sendable {
             out.append(UInt8(ascii: ","))
         }
         out += tail
-        return out
     }
 }

@@ -145,6 +145,13 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     private func handleLine(_ line: [UInt8], context: ChannelHandlerContext) {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
+        // A request asked before, whose answer still holds, is answered before it is even parsed.
+        if state.begin() {
+            let answer = router.rememberedAnswer(line, from: peer)
+            if let answer { write(answer, context: context) }
+            state.end(served: answer != nil)
+            if answer != nil { return }
+        }
         switch RPCEnvelope.parse(line) {
         case .unusable(let error):
             write(RPCEnvelope.failure(id: "null", error: error), context: context)
@@ -153,7 +160,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         case .single(.success(let request)):
             // A cache hit is answered here, on the event loop; anything else goes to a task.
             if state.begin() {
-                let answer = router.cachedAnswer(request, from: peer)
+                let answer = router.cachedAnswer(request, line: line, from: peer)
                 if let answer { write(answer, context: context) }
                 state.end(served: answer != nil)
                 if answer != nil { return }

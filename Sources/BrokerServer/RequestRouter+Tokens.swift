@@ -18,23 +18,30 @@ extension RequestRouter {
                                   account: try selector(p.account), forceRefresh: p.forceRefresh ?? false, claims: p.claims)
     }
 
-    /// The answer to a silent request that the cache can give at once, made on the calling thread (the connection's
-    /// event loop): no task, no actor hop. A request seen before is answered from `memo`. nil sends the request the
-    /// usual way (`answer`), which also reports every error, so this path never has to.
-    func cachedAnswer(_ request: RPCRequest, from peer: PeerIdentity) -> [UInt8]? {
-        guard request.method == BrokerMethod.acquireTokenSilently.rawValue, let id = request.id,
-              let (key, correlationId) = SilentAnswerMemo.key(of: request.params) else { return nil }
+    /// The answer to a repeated silent request, from `memo`, before the line is parsed: nil when the line is not
+    /// one the memo holds (or its answer no longer holds).
+    func rememberedAnswer(_ line: [UInt8], from peer: PeerIdentity) -> [UInt8]? {
+        guard let shape = RequestLineShape(line) else { return nil }
         let started = ContinuousClock.now
-        if let json = memo.resultJSON(for: key, correlationId: correlationId, broker: broker) {
-            log(request, from: peer, since: started, outcome: .success(json))
-            return RPCEnvelope.success(id: id, resultJSON: json)
-        }
+        guard let answer = memo.answer(to: shape, broker: broker) else { return nil }
+        log(method: BrokerMethod.acquireTokenSilently.rawValue, from: peer, since: started, outcome: .success([]))
+        return answer
+    }
+
+    /// The answer to a silent request that the cache can give at once, made on the calling thread (the connection's
+    /// event loop): no task, no actor hop. The answer is remembered for the next time the same line comes. nil
+    /// sends the request the usual way (`answer`), which also reports every error, so this path never has to.
+    func cachedAnswer(_ request: RPCRequest, line: [UInt8], from peer: PeerIdentity) -> [UInt8]? {
+        guard request.method == BrokerMethod.acquireTokenSilently.rawValue, let id = request.id else { return nil }
+        let started = ContinuousClock.now
         guard let p = try? params(AcquireTokenSilentlyParams.self, request), let silent = try? Self.silentRequest(p),
               let hit = broker.cachedSilentToken(silent),
               let text = try? TokenResultText(Self.result(hit.outcome, account: hit.account, correlationId: nil))
         else { return nil }
-        memo.remember(.init(text: text, freshness: hit.freshness), for: key)
-        let json = text.json(correlationId: correlationId)
+        if let shape = RequestLineShape(line), shape.id == id, shape.correlationId == .some(p.correlationId) {
+            memo.remember(.init(text: text, freshness: hit.freshness), for: shape.key)
+        }
+        let json = text.json(correlationId: p.correlationId)
         log(request, from: peer, since: started, outcome: .success(json))
         return RPCEnvelope.success(id: id, resultJSON: json)
     }

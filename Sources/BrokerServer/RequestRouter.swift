@@ -55,11 +55,16 @@ final class RequestRouter: Sendable {
     /// One line per request: method, caller, duration and outcome — never params or results, which may carry secrets.
     func log(_ request: RPCRequest, from peer: PeerIdentity, since started: ContinuousClock.Instant,
              outcome: Result<[UInt8], RPCError>) {
+        log(method: request.method, from: peer, since: started, outcome: outcome)
+    }
+
+    func log(method: String, from peer: PeerIdentity, since started: ContinuousClock.Instant,
+             outcome: Result<[UInt8], RPCError>) {
         guard logger.logLevel <= .info else { return }
         let elapsed = ContinuousClock.now - started
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
         var metadata: Logger.Metadata = [
-            "method": "\(request.method)", "client_pid": "\(peer.pid)", "client_exe": "\(peer.executable ?? "?")",
+            "method": "\(method)", "client_pid": "\(peer.pid)", "client_exe": "\(peer.executable ?? "?")",
             "duration_us": "\(micros)",
         ]
         switch outcome {

@@ -1,5 +1,4 @@
 import BrokerCore
-import BrokerJSON
 import BrokerProtocol
 
 #if canImport(Glibc)
@@ -12,8 +11,9 @@ import Glibc
 /// stops being the answer (`Broker.isStillFresh`: any change to the cache or the settings, the token's buffer or
 /// `refresh_on`), and then every remembered answer goes at once.
 ///
-/// Keyed by the params as sent, less `correlationId`, which goes into each answer as it leaves. Why a lock: it is
-/// read on the event loops, and held only to look up and copy.
+/// Keyed by the request line as sent, less its id and correlation id (`RequestLineShape`): a repeated request is
+/// recognised before it is parsed, and its id and correlation id go into the answer as it leaves. Why a lock: it
+/// is read on the event loops, and held only to look up and copy.
 final class SilentAnswerMemo: @unchecked Sendable {
     struct Answer {
         var text: TokenResultText
@@ -23,7 +23,7 @@ final class SilentAnswerMemo: @unchecked Sendable {
     /// Distinct requests remembered at most; past that, the memo starts again.
     static let capacity = 1_024
 
-    private var answers: [JSONValue: Answer] = [:]
+    private var answers: [RequestLineShape.Key: Answer] = [:]
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
     init() {
@@ -37,33 +37,21 @@ final class SilentAnswerMemo: @unchecked Sendable {
         mutex.deallocate()
     }
 
-    /// A request's key and its correlation id; nil when the params are not an object or the correlation id is not
-    /// a string (the full path says what is wrong).
-    static func key(of params: JSONValue?) -> (key: JSONValue, correlationId: String?)? {
-        guard case .object(var object)? = params else { return nil }
-        let correlationId: String?
-        switch object["correlationId"] {
-        case nil, .null?: correlationId = nil
-        case .string(let text)?: correlationId = text
-        default: return nil
-        }
-        object["correlationId"] = nil
-        return (.object(object), correlationId)
-    }
-
-    /// The remembered result for this key while it is still the answer; nil otherwise (and then nothing is kept).
-    func resultJSON(for key: JSONValue, correlationId: String?, broker: Broker) -> [UInt8]? {
+    /// The whole answer line for a request the memo holds, while its answer is still the answer; nil otherwise
+    /// (and when the answer went stale, nothing is kept). The line's own id and correlation id go into it.
+    func answer(to shape: RequestLineShape, broker: Broker) -> [UInt8]? {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        guard let index = answers.index(forKey: key) else { return nil }
+        guard let index = answers.index(forKey: shape.key), let id = shape.id, let correlationId = shape.correlationId
+        else { return nil }
         guard broker.isStillFresh(&answers.values[index].freshness) else {
             answers = [:]  // what made this one stale made the rest stale too, or will soon
             return nil
         }
-        return answers.values[index].text.json(correlationId: correlationId)
+        return answers.values[index].text.answerLine(id: id, correlationId: correlationId)
     }
 
-    func remember(_ answer: Answer, for key: JSONValue) {
+    func remember(_ answer: Answer, for key: RequestLineShape.Key) {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         if answers.count >= Self.capacity { answers = [:] }

@@ -154,18 +154,18 @@ func silentHitBenchmarks() {
         await shutDownBrokers()
     }
 
-    // A repeated request (RequestRouter.cachedAnswer's memo): the request line parsed, the broker asked whether the
-    // remembered answer still holds, the correlation id put into the remembered text.
+    // A repeated request (RequestRouter.rememberedAnswer): the line's shape found (no parse), the broker asked
+    // whether the remembered answer still holds, the id and correlation id put into the remembered text.
     Benchmark("Silent hit: remembered answer, request line to answer line (1 account)") {
         (benchmark, state: (BrokerState, [UInt8], TokenResultText, HitFreshness)) in
-        let (broker, line) = (state.0.broker, state.1)
-        let text = state.2
+        let (broker, line, text) = (state.0.broker, state.1, state.2)
         var freshness = state.3
         for _ in benchmark.scaledIterations {
-            guard case .single(.success(let request)) = RPCEnvelope.parse(line), let id = request.id,
-                  case .object(let params)? = request.params, broker.isStillFresh(&freshness)
+            guard let shape = RequestLineShape(line), let id = shape.id, let correlationId = shape.correlationId,
+                  broker.isStillFresh(&freshness)
             else { fatalError("the remembered answer is stale") }
-            blackHole(RPCEnvelope.success(id: id, resultJSON: text.json(correlationId: params["correlationId"]?.stringValue)))
+            blackHole(shape.key.hashValue)
+            blackHole(text.answerLine(id: id, correlationId: correlationId))
         }
     } setup: {
         let state = try await BrokerState(accounts: 1)
