@@ -1,9 +1,6 @@
 import BrokerCore
 import BrokerProtocol
-
-#if canImport(Glibc)
-import Glibc
-#endif
+import NIOConcurrencyHelpers
 
 /// The answers of recent cache hits, as wire bytes, by request. Most silent requests repeat one an app made before
 /// (it asks again for the token it already has); such a request is answered by copying bytes, without resolving
@@ -14,8 +11,8 @@ import Glibc
 /// Keyed by the request line as sent, less its id and correlation id (`RequestLineShape`): a repeated request is
 /// recognised before it is parsed, and its id and correlation id go into the answer as it leaves. Why a lock: it
 /// is read on the event loops, and held only to look up and copy.
-final class SilentAnswerMemo: @unchecked Sendable {
-    struct Answer {
+final class SilentAnswerMemo: Sendable {
+    struct Answer: Sendable {
         var text: TokenResultText
         var freshness: HitFreshness
     }
@@ -23,44 +20,26 @@ final class SilentAnswerMemo: @unchecked Sendable {
     /// Distinct requests remembered at most; past that, the memo starts again.
     static let capacity = 1_024
 
-    private var answers: [RequestLineShape.Key: Answer] = [:]
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-
-    init() {
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
-    }
+    private let answers = NIOLockedValueBox<[RequestLineShape.Key: Answer]>([:])
 
     /// The whole answer line for a request the memo holds, while its answer is still the answer; nil otherwise
     /// (and when the answer went stale, nothing is kept). The line's own id and correlation id go into it.
     func answer(to shape: RequestLineShape, broker: Broker) -> [UInt8]? {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        guard let index = answers.index(forKey: shape.key), let id = shape.id, let correlationId = shape.correlationId
-        else { return nil }
-        guard broker.isStillFresh(&answers.values[index].freshness) else {
-            answers = [:]  // what made this one stale made the rest stale too, or will soon
-            return nil
+        answers.withLockedValue { answers in
+            guard let index = answers.index(forKey: shape.key), let id = shape.id, let correlationId = shape.correlationId
+            else { return nil }
+            guard broker.isStillFresh(&answers.values[index].freshness) else {
+                answers = [:]  // what made this one stale made the rest stale too, or will soon
+                return nil
+            }
+            return answers.values[index].text.answerLine(id: id, correlationId: correlationId)
         }
-        return answers.values[index].text.answerLine(id: id, correlationId: correlationId)
     }
 
     func remember(_ answer: Answer, for key: RequestLineShape.Key) {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        if answers.count >= Self.capacity { answers = [:] }
-        answers[key] = answer
-    }
-
-    var count: Int {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
-        return answers.count
+        answers.withLockedValue { answers in
+            if answers.count >= Self.capacity { answers = [:] }
+            answers[key] = answer
+        }
     }
 }
