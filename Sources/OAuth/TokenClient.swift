@@ -44,6 +44,28 @@ public struct DeviceAuthorization: Sendable {
     public var expiresIn: Int64
     public var interval: Int64
     public var message: String?
+
+    /// The longest wait between polls that is honoured, and the longest a device code is waited for: the numbers
+    /// come from the IdP, and a huge or negative one must neither trap nor hold a sign-in forever.
+    public static let maxInterval: Int64 = 300
+    public static let maxExpiresIn: Int64 = 86_400
+
+    /// RFC 8628 §3.2: the response body, its numbers clamped (`interval` to 1…300 s, default 5; `expires_in` to
+    /// 1 s…1 day, default 900).
+    public init(_ body: [UInt8]) throws(OAuthFailure) {
+        guard case .object(let object)? = try? JSONReader.parse(body),
+              let deviceCode = object["device_code"]?.stringValue, let userCode = object["user_code"]?.stringValue,
+              let uri = object["verification_uri"]?.stringValue ?? object["verification_url"]?.stringValue else {
+            throw .invalidResponse("the device authorization response lacks device_code, user_code or verification_uri")
+        }
+        self.deviceCode = deviceCode
+        self.userCode = userCode
+        verificationURI = uri
+        verificationURIComplete = object["verification_uri_complete"]?.stringValue
+        expiresIn = min(max(object["expires_in"]?.integerValue ?? 900, 1), Self.maxExpiresIn)
+        interval = min(max(object["interval"]?.integerValue ?? 5, 1), Self.maxInterval)
+        message = object["message"]?.stringValue
+    }
 }
 
 /// Calls a provider's token and device-authorization endpoints. Stateless: every call names its endpoint.
@@ -85,16 +107,7 @@ public struct TokenClient: Sendable {
         if let claims { fields.append(("claims", claims)) }
         let response = try await transport.postForm(endpoint, fields)
         guard response.status == 200 else { throw Self.failure(response) }
-        guard case .object(let object)? = try? JSONReader.parse(response.body),
-              let deviceCode = object["device_code"]?.stringValue, let userCode = object["user_code"]?.stringValue,
-              let uri = object["verification_uri"]?.stringValue ?? object["verification_url"]?.stringValue else {
-            throw .invalidResponse("the device authorization response lacks device_code, user_code or verification_uri")
-        }
-        return DeviceAuthorization(
-            deviceCode: deviceCode, userCode: userCode, verificationURI: uri,
-            verificationURIComplete: object["verification_uri_complete"]?.stringValue,
-            expiresIn: object["expires_in"]?.integerValue ?? 900, interval: max(1, object["interval"]?.integerValue ?? 5),
-            message: object["message"]?.stringValue)
+        return try DeviceAuthorization(response.body)
     }
 
     /// One poll of the device_code grant (RFC 8628 §3.4); `authorization_pending` and `slow_down` come back as

@@ -208,7 +208,7 @@ struct DeviceCodeSignIn: Sendable {
                     switch error {
                     case .oauth(let answer) where answer.error == "authorization_pending": continue
                     case .oauth(let answer) where answer.error == "slow_down":
-                        interval += 5
+                        interval = min(interval + 5, DeviceAuthorization.maxInterval)
                         continue
                     case .oauth(let answer) where answer.error == "expired_token":
                         throw TokenFailure.userCanceled("the device code expired before the sign-in was completed")
