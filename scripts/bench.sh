@@ -171,23 +171,36 @@ rss_mib() { awk -v k="$2:" '$1 == k { printf "%.1f", $2 / 1024 }' "/proc/$1/stat
 # load_runs PREFIX PID SOCKET REQUEST EXPECT...: the sequential runs and the 64-client run of the load client.
 # A single client's round trip depends on where the scheduler puts the two ends: on one core it is a direct switch,
 # across cores it is a wake-up of another CPU (several times slower on a VM). Left alone, the placement differs from
-# run to run and from server to server, so the sequential run is made twice with the server pinned to CPU 0: the
-# client on CPU 0 (PREFIX1) and on CPU 1 (PREFIX1x). The 64-client run has every CPU.
-cpus=$(nproc)
+# run to run and from server to server, so the sequential run is made twice with the server pinned to the first CPU
+# this script may use: the client on that CPU (PREFIX1) and on the second one (PREFIX1x). The 64-client run has every
+# CPU. Without taskset, or with one CPU, the runs are unpinned (PREFIX1) and the cross-core row is left out.
+allowed_cpus=$(taskset -pc $$ 2>/dev/null | sed 's/.*: //' | tr ',' '\n' |
+    awk -F- '{ hi = ($2 == "") ? $1 : $2; for (c = $1; c <= hi; c++) print c }' | head -n 2 | tr '\n' ' ')
+read -r first_cpu second_cpu <<<"$allowed_cpus" || true
+all_cpus=$(taskset -pc $$ 2>/dev/null | sed 's/.*: //')
+if [[ -z $second_cpu ]]; then
+    record cross_core unavailable
+    note "fewer than two CPUs to pin to (taskset -pc: ${all_cpus:-none}): single-client runs unpinned, no cross-core run"
+fi
 load_runs() {
-    local prefix=$1 server=$2 sock=$3 request=$4 figures tag client_cpu
+    local prefix=$1 server=$2 sock=$3 request=$4 figures tag pin
     shift 4
-    taskset -a -p -c 0 "$server" >/dev/null
+    [[ -n $second_cpu ]] && taskset -a -p -c "$first_cpu" "$server" >/dev/null
     for tag in 1 1x; do
-        client_cpu=0
-        if [[ $tag == 1x ]]; then ((cpus > 1)) || { note "one CPU: no cross-core run"; continue; }; client_cpu=1; fi
-        if figures=$(taskset -c "$client_cpu" "$load" "$sock" "$request" --count "$seq" --warmup "$warm" "$@" 2>"$work/load.err"); then
+        pin=()
+        if [[ -n $second_cpu ]]; then
+            pin=(taskset -c "$first_cpu")
+            [[ $tag == 1x ]] && pin=(taskset -c "$second_cpu")
+        elif [[ $tag == 1x ]]; then
+            continue
+        fi
+        if figures=$("${pin[@]}" "$load" "$sock" "$request" --count "$seq" --warmup "$warm" "$@" 2>"$work/load.err"); then
             record_all "$prefix$tag" "$figures"
         else
-            note "$prefix, 1 client on CPU $client_cpu: not measured ($(tail -n 2 "$work/load.err" | tr '\n' ' '))"
+            note "$prefix, 1 client ($tag): not measured ($(tail -n 2 "$work/load.err" | tr '\n' ' '))"
         fi
     done
-    taskset -a -p -c "0-$((cpus - 1))" "$server" >/dev/null
+    [[ -n $second_cpu ]] && taskset -a -p -c "$all_cpus" "$server" >/dev/null
     if figures=$("$load" "$sock" "$request" --clients 64 --duration "$secs" --warmup "$warm" "$@" 2>"$work/load.err"); then
         record_all "${prefix}64" "$figures"
     else
