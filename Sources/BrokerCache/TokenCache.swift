@@ -74,35 +74,59 @@ public struct TokenCache: Sendable {
         (document.entries[kind] ?? [:]).map { ($0.key, $0.value) }
     }
 
-    /// Entries of `kind` matching `query`, found through the smallest index bucket among the query's fields.
+    /// Entries of `kind` matching `query`: with a home account, only that account's entries are looked at.
     public func find(_ kind: CredentialKind, _ query: CacheQuery) -> [(key: String, entity: CacheEntity)] {
-        let section = document.entries[kind] ?? [:]
-        let candidates: [String]
-        if let hid = query.homeAccountId {
-            candidates = Array(index[kind]?[hid.lowercased()] ?? [])
-        } else {
-            candidates = Array(section.keys)
+        guard let section = document.entries[kind] else { return [] }
+        guard let hid = query.homeAccountId else {
+            return section.compactMap { matches($0.value, query) ? ($0.key, $0.value) : nil }
         }
-        return candidates.compactMap { key in
+        return (index[kind]?[hid.lowercased()] ?? []).compactMap { key in
             guard let entity = section[key], matches(entity, query) else { return nil }
             return (key, entity)
         }
     }
 
+    /// Compared as the rest of MSAL compares them: case-insensitively, without making lowercased copies (this runs
+    /// for every candidate of every lookup).
     private func matches(_ entity: CacheEntity, _ query: CacheQuery) -> Bool {
         func same(_ a: String?, _ b: String?) -> Bool {
             guard let b else { return true }
-            return (a ?? "").lowercased() == b.lowercased()
+            return Self.equalIgnoringCase(a ?? "", b)
         }
         guard same(entity.homeAccountId, query.homeAccountId), same(entity.clientId, query.clientId),
               same(entity.familyId, query.familyId), same(entity.realm, query.realm) else { return false }
-        if let environment = query.environment,
-           aliases.canonical(entity.environment ?? "") != aliases.canonical(environment) { return false }
+        if let environment = query.environment {
+            let held = entity.environment ?? ""
+            if !Self.equalIgnoringCase(held, environment), aliases.canonical(held) != aliases.canonical(environment) {
+                return false
+            }
+        }
         if let scopes = query.scopes {
-            let granted = Set(entity.target.map { $0.lowercased() })
-            if !scopes.allSatisfy({ granted.contains($0.lowercased()) }) { return false }
+            let granted = entity.target
+            if !scopes.allSatisfy({ scope in granted.contains { Self.equalIgnoringCase($0, scope) } }) { return false }
         }
         return true
+    }
+
+    /// `a.lowercased() == b.lowercased()`, without the copies when both are ASCII.
+    package static func equalIgnoringCase(_ a: String, _ b: String) -> Bool {
+        if a == b { return true }
+        var left = a.utf8.makeIterator(), right = b.utf8.makeIterator()
+        while true {
+            switch (left.next(), right.next()) {
+            case (nil, nil): return true
+            case (let x?, let y?):
+                guard x < 0x80, y < 0x80 else { return a.lowercased() == b.lowercased() }
+                if x != y, Self.asciiLower(x) != Self.asciiLower(y) { return false }
+            default:
+                // Different lengths: equal only if lowercasing changes a length, which takes a non-ASCII character.
+                return a.utf8.contains { $0 >= 0x80 } || b.utf8.contains { $0 >= 0x80 } ? a.lowercased() == b.lowercased() : false
+            }
+        }
+    }
+
+    private static func asciiLower(_ byte: UInt8) -> UInt8 {
+        (byte >= 0x41 && byte <= 0x5A) ? byte | 0x20 : byte
     }
 
     // MARK: Writing

@@ -31,6 +31,16 @@ final class IndexTests: XCTestCase {
         XCTAssertEqual(cache.keys(.refreshToken, CacheQuery(homeAccountId: "Uid1.Utid")), ["rt-1", "rt-2"])
     }
 
+    func testFieldsCompareAsLowercasedCopiesWould() {
+        let pairs = [("", ""), ("a", "A"), ("User.Read", "user.read"), ("abc", "abd"), ("abc", "ab"), ("ab", "abc"),
+                     ("Straße", "STRASSE"), ("ÄBC", "äbc"), ("İ", "i̇"), ("K", "\u{212A}"), ("ß", "ss"), ("x\u{0}", "X\u{0}"),
+                     ("[", "{"), ("@", "`")]
+        for (a, b) in pairs {
+            XCTAssertEqual(TokenCache.equalIgnoringCase(a, b), a.lowercased() == b.lowercased(), "\(a) / \(b)")
+            XCTAssertEqual(TokenCache.equalIgnoringCase(b, a), a.lowercased() == b.lowercased(), "\(b) / \(a)")
+        }
+    }
+
     func testByEnvironmentAliasGroup() {
         let cache = sampleCache()
         // An entry written as login.windows.net is found with login.microsoftonline.com, and the reverse.
