@@ -64,6 +64,9 @@ public actor Broker {
     private var lastWrite: Int64?
     private var lastWriteError: String?
     private var stopping = false
+    /// Between `open` and the end of `finishLoading`: the cache in `cell` is partial (PartialCache).
+    private var loading = false
+    private var loadWaiters: [CheckedContinuation<Void, Never>] = []
     public private(set) var writeCount = 0
     /// Rows in the last successful write (a change costs its rows, not the cache).
     public private(set) var lastWriteRows = 0
@@ -91,15 +94,75 @@ public actor Broker {
 
     public static func now() -> Int64 { Int64(time(nil)) }
 
-    /// Loads the persisted cache. A key store that cannot be used is an error (brokerd refuses to start);
-    /// an unreadable cache file is moved aside and reported in the status.
+    /// Loads the persisted cache (`open`, then `finishLoading`). A key store that cannot be used is an error (brokerd
+    /// refuses to start); an unreadable cache file is moved aside and reported in the status.
     public func start() async throws {
-        let loaded = try await store.load()
-        cache = loaded.cache
-        for problem in loaded.problems {
+        try await open()
+        try await finishLoading()
+    }
+
+    /// Opens the persisted cache without reading it all: from here on `cachedSilentToken` answers hits, reading each
+    /// account it is asked for on its own, while everything else waits in `loaded()` until `finishLoading` has
+    /// read the whole cache. This is how brokerd answers its first request within milliseconds at any cache size.
+    public func open() async throws {
+        switch try await store.open() {
+        case .loaded(let loaded):
+            cache = loaded.cache
+            report(loaded.problems)
+            announceLoaded()
+        case .stored(let problems, let reader):
+            report(problems)
+            loading = true
+            guard let reader else { return }
+            if let partial = PartialCache(reader: reader) {
+                cell.withLock { contents in
+                    contents.cache = partial.cache
+                    contents.partial = partial
+                    contents.cacheChanged()
+                }
+            } else {
+                reader.close()
+            }
+        }
+    }
+
+    /// Reads the whole cache after `open` and puts it in place of the partial one; uses noted by the hits meanwhile
+    /// are kept. Those waiting in `loaded()` go on.
+    public func finishLoading() async throws {
+        guard loading else { return }
+        let loaded = try await store.loadAll()
+        let reader = cell.withLock { contents -> AccountRowReader? in
+            var full = loaded.cache
+            for use in contents.cache.state.uses.values { full.noteUse(use) }
+            contents.cache = full
+            contents.cacheChanged()
+            defer { contents.partial = nil }
+            return contents.partial?.reader
+        }
+        reader?.close()
+        report(loaded.problems)
+        loading = false
+        announceLoaded()
+        for waiter in loadWaiters { waiter.resume() }
+        loadWaiters = []
+    }
+
+    /// Returns once the whole cache is in memory (at once, unless `open` was called and `finishLoading` has not
+    /// finished). Every use of the cache other than `cachedSilentToken` must come after it: front ends call it
+    /// before anything but a cache hit.
+    public func loaded() async {
+        guard loading else { return }
+        await withCheckedContinuation { loadWaiters.append($0) }
+    }
+
+    private func report(_ found: [String]) {
+        for problem in found {
             problems.append(problem)
             logger.error("\(problem)")
         }
+    }
+
+    private func announceLoaded() {
         logger.info("cache loaded", metadata: [
             "accounts": "\(cache.count(.account))", "refresh_tokens": "\(cache.count(.refreshToken))",
             "key_store": "\(store.keyStore.name)",
@@ -229,6 +292,7 @@ public actor Broker {
 
     /// At shutdown: writes what is pending (one attempt, no retries), then closes the database.
     public func flush() async {
+        await loaded()  // a partial cache has nothing to write, and the full one is on its way
         stopping = true
         writer?.cancel()  // cuts a retry's backoff short
         if let writer { await writer.value }

@@ -32,6 +32,8 @@ final class CacheCell: @unchecked Sendable {
         /// Hosts whose alias groups instance discovery was asked for (the slow path starts the lookup; a hit on a
         /// host not yet asked takes the slow path once, so that it does).
         var aliasLookups: [String: Int64] = [:]
+        /// Set while the full cache is loading: `cache` is then this partial cache's, for cache hits only.
+        var partial: PartialCache?
 
         mutating func cacheChanged() { generation &+= 1 }
 

@@ -78,6 +78,8 @@ final class RequestRouter: Sendable {
         guard let method = BrokerMethod(rawValue: request.method) else {
             return .failure(RPCError(code: RPCErrorCode.methodNotFound, message: "method not found: \(request.method)"))
         }
+        // Until the whole cache is loaded, only cache hits are answered (`cachedAnswer`); the rest waits here.
+        if method != .getBrokerVersion { await broker.loaded() }
         do {
             switch method {
             case .getBrokerVersion:

@@ -18,12 +18,16 @@ public struct StoredRow: Sendable, Equatable {
     public var body: [UInt8]
     /// The entry's secret in plaintext (sealed at rest), nil if the entry has none.
     public var secret: [UInt8]?
+    /// The account the row belongs to, as the caller names accounts (brokerd: the lowercased home account id), nil
+    /// for rows of no account. Indexed, so that one account's rows can be read without the rest (`rows(ofAccount:)`).
+    public var account: String?
 
-    public init(section: String, key: String, body: [UInt8], secret: [UInt8]? = nil) {
+    public init(section: String, key: String, body: [UInt8], secret: [UInt8]? = nil, account: String? = nil) {
         self.section = section
         self.key = key
         self.body = body
         self.secret = secret
+        self.account = account
     }
 }
 
@@ -79,8 +83,11 @@ public final class CacheDatabase: @unchecked Sendable {
     public let path: String
     private let key: SymmetricKey
     private let connection: SQLiteConnection
+    /// The account of a row written by a version without the `account` column (schema 1), for the one-time upgrade.
+    public typealias AccountOfRow = (_ section: String, _ body: [UInt8]) -> String?
 
-    static let schemaVersion: Int64 = 1
+    /// 1: entries(section, key, body, sealed); 2: plus `account` and its index.
+    static let schemaVersion: Int64 = 2
     /// Milliseconds to wait for another connection's lock (a second brokerd, an admin's sqlite3 shell).
     static let busyTimeout: Int32 = 5_000
     /// After a big import the WAL is truncated back to this size at the next checkpoint instead of staying
@@ -88,7 +95,9 @@ public final class CacheDatabase: @unchecked Sendable {
     static let walSizeLimit = 8 * 1024 * 1024
     static let pageSize = 16_384
 
-    public init(path: String, key: SymmetricKey) throws {
+    /// Opens (creating it if needed) the database at `path`; a schema-1 file is upgraded in place, each row's
+    /// account given by `accountOfRow`.
+    public init(path: String, key: SymmetricKey, accountOfRow: AccountOfRow = { _, _ in nil }) throws {
         // The cipher is part of the on-disk format; a shorter key would silently write a weaker cache.
         precondition(key.bitCount == 256, "CacheDatabase needs a 256-bit key")
         self.path = path
@@ -101,7 +110,7 @@ public final class CacheDatabase: @unchecked Sendable {
         }
         do {
             try configure()
-            try ensureSchema()
+            try ensureSchema(accountOfRow: accountOfRow)
         } catch {
             connection.close()
             throw Self.classify(error, path: path)
@@ -128,12 +137,34 @@ public final class CacheDatabase: @unchecked Sendable {
     /// next is read: a large cache then loads without a second copy of itself). Returns the problems, as
     /// `loadAll` names them.
     public func forEachRow(_ body: (StoredRow) throws -> Void) throws -> [String] {
+        try eachRow("SELECT section, key, body, sealed, account FROM entries", body)
+    }
+
+    /// The rows of one account (`StoredRow.account`), as `loadAll` gives them: a lookup in the account index.
+    public func rows(ofAccount account: String) throws -> Loaded {
+        var rows: [StoredRow] = []
+        let problems = try eachRow("SELECT section, key, body, sealed, account FROM entries WHERE account = ?1",
+                                   binding: [.text(account)]) { rows.append($0) }
+        return Loaded(rows: rows, problems: problems)
+    }
+
+    /// The rows of one section, as `loadAll` gives them.
+    public func rows(inSection section: String) throws -> Loaded {
+        var rows: [StoredRow] = []
+        let problems = try eachRow("SELECT section, key, body, sealed, account FROM entries WHERE section = ?1",
+                                   binding: [.text(section)]) { rows.append($0) }
+        return Loaded(rows: rows, problems: problems)
+    }
+
+    private func eachRow(_ sql: String, binding values: [SQLiteValue] = [], _ body: (StoredRow) throws -> Void) throws -> [String] {
         var problems: [String] = []
         do {
-            try connection.withStatement("SELECT section, key, body, sealed FROM entries") { statement in
+            try connection.withStatement(sql) { statement in
+                for (offset, value) in values.enumerated() { try statement.bind(value, at: Int32(offset + 1)) }
                 while try statement.step() {
                     let section = statement.text(0), key = statement.text(1)
-                    var row = StoredRow(section: section, key: key, body: statement.blob(2))
+                    var row = StoredRow(section: section, key: key, body: statement.blob(2),
+                                        account: statement.isNull(4) ? nil : statement.text(4))
                     if !statement.isNull(3) {
                         let secret = statement.withBlob(3) { try? open($0, section: section, key: key) }
                         guard let secret else {
@@ -177,10 +208,12 @@ public final class CacheDatabase: @unchecked Sendable {
             let sealed: SQLiteValue = try row.secret.map { .blob(try seal($0, section: row.section, key: row.key)) } ?? .null
             // An upsert rather than INSERT OR REPLACE: it updates in place instead of deleting and reinserting.
             try connection.withStatement("""
-                INSERT INTO entries(section, key, body, sealed) VALUES(?1, ?2, ?3, ?4)
-                ON CONFLICT(section, key) DO UPDATE SET body = excluded.body, sealed = excluded.sealed
+                INSERT INTO entries(section, key, body, sealed, account) VALUES(?1, ?2, ?3, ?4, ?5)
+                ON CONFLICT(section, key) DO UPDATE SET body = excluded.body, sealed = excluded.sealed,
+                                                        account = excluded.account
                 """) { statement in
-                try statement.bind(.text(row.section), .text(row.key), .blob(row.body), sealed)
+                try statement.bind(.text(row.section), .text(row.key), .blob(row.body), sealed,
+                                   row.account.map(SQLiteValue.text) ?? .null)
                 try statement.step()
             }
         case .delete(let section, let key):
@@ -250,16 +283,17 @@ public final class CacheDatabase: @unchecked Sendable {
         }
     }
 
-    private func ensureSchema() throws {
+    private func ensureSchema(accountOfRow: AccountOfRow) throws {
         var version = try userVersion()
         if version == 0 {
             try createSchema()
             version = try userVersion()
         }
-        guard version == Self.schemaVersion else {
+        guard version == 1 || version == Self.schemaVersion else {
             throw Failure.notADatabase(path: path, detail: "schema version \(version) is not \(Self.schemaVersion) (written by another brokerd version)")
         }
-        try checkKey()
+        try checkKey()  // before an upgrade: a file of another key is moved aside as it was
+        if version == 1 { try addAccountColumn(accountOfRow) }
     }
 
     /// Creates the tables and the key check in one transaction, so that a crash leaves either an empty file
@@ -277,7 +311,8 @@ public final class CacheDatabase: @unchecked Sendable {
                 }
                 try connection.exec("""
                     CREATE TABLE entries(section TEXT NOT NULL, key TEXT NOT NULL, body BLOB NOT NULL, sealed BLOB,
-                                         PRIMARY KEY(section, key));
+                                         account TEXT, PRIMARY KEY(section, key));
+                    \(Self.accountIndex);
                     CREATE TABLE meta(name TEXT PRIMARY KEY, value BLOB);
                     PRAGMA user_version = \(Self.schemaVersion);
                     """)
@@ -286,6 +321,38 @@ public final class CacheDatabase: @unchecked Sendable {
                     try statement.bind(.text(Self.keyCheckName), .blob(check))
                     try statement.step()
                 }
+            }
+            try connection.exec("COMMIT")
+        } catch {
+            if !connection.isAutocommit { try? connection.exec("ROLLBACK") }
+            throw error
+        }
+    }
+
+    static let accountIndex = "CREATE INDEX entries_by_account ON entries(account) WHERE account IS NOT NULL"
+
+    /// Schema 1 → 2, in one transaction: the `account` column, filled from each row's body, and its index.
+    /// The rows are read first and updated after, so that no update runs under an open scan of the same table.
+    private func addAccountColumn(_ accountOfRow: AccountOfRow) throws {
+        try connection.exec("BEGIN IMMEDIATE")
+        do {
+            if try userVersion() == 1 {
+                try connection.exec("ALTER TABLE entries ADD COLUMN account TEXT")
+                var accounts: [(rowid: Int64, account: String)] = []
+                try connection.withStatement("SELECT rowid, section, body FROM entries") { statement in
+                    while try statement.step() {
+                        if let account = accountOfRow(statement.text(1), statement.blob(2)) {
+                            accounts.append((statement.int64(0), account))
+                        }
+                    }
+                }
+                for (rowid, account) in accounts {
+                    try connection.withStatement("UPDATE entries SET account = ?2 WHERE rowid = ?1") { statement in
+                        try statement.bind(.int64(rowid), .text(account))
+                        try statement.step()
+                    }
+                }
+                try connection.exec("\(Self.accountIndex); PRAGMA user_version = 2")
             }
             try connection.exec("COMMIT")
         } catch {

@@ -47,7 +47,7 @@ struct Brokerd: AsyncParsableCommand {
         do {
             configuration = try BrokerConfiguration.load(path: configPath, required: config != nil)
         } catch {
-            fail("brokerd: configuration error: \(error)")
+            Self.fail("brokerd: configuration error: \(error)")
         }
         let level = logLevel ?? configuration.logLevel.flatMap(Logger.Level.init(rawValue:)) ?? .info
         let levelBox = LogLevelBox(level)
@@ -59,24 +59,25 @@ struct Brokerd: AsyncParsableCommand {
             ? .memory : .file(path: configuration.keyFile ?? "\(stateDirectory)/cache.key")
         if case .file = keyStore {
             do { try AtomicFile.makeDirectory(stateDirectory, mode: 0o700) } catch {
-                fail("brokerd: cannot create the state directory: \(error)")
+                Self.fail("brokerd: cannot create the state directory: \(error)")
             }
         }
         let store = CacheStore(path: "\(stateDirectory)/cache.db", keyStore: keyStore)
         var identity: IdentityProvider
         do { identity = try IdentityProvider(settings: Self.identitySettings(configuration)) } catch {
-            fail("brokerd: cannot set up HTTPS to identity providers: \(error)")
+            Self.fail("brokerd: cannot set up HTTPS to identity providers: \(error)")
         }
         let broker = Broker(store: store, writeDelay: .milliseconds(configuration.writeDelayMilliseconds),
                             identity: identity, logger: logger)
-        do { try await broker.start() } catch {
-            fail("brokerd: cannot load the cache: \(error)")
+        // Opened, not loaded: cache hits are answered from here on, each reading its own account, while the rest of
+        // the cache loads in the background (Broker.open). Other requests wait for the load.
+        do { try await broker.open() } catch {
+            Self.fail("brokerd: cannot open the cache: \(error)")
         }
-        ProcessMemory.trim()  // the rows read from the database were transient; the heap kept their peak
 
         let activated: Int32?
         do { activated = try SocketActivation.listeningUnixSocket() } catch {
-            fail("brokerd: socket activation: \(error)")
+            Self.fail("brokerd: socket activation: \(error)")
         }
         let socketPath = activated.flatMap(SocketActivation.boundPath(of:)) ?? SocketLocation.resolve(explicit: socket)
         let server: BrokerServer
@@ -85,15 +86,22 @@ struct Brokerd: AsyncParsableCommand {
                 broker: broker, socketPath: socketPath, activatedDescriptor: activated, configPath: configPath,
                 settings: Self.settings(configuration), logger: logger)
         } catch {
-            fail("brokerd: cannot serve \(socketPath): \(error)")
+            Self.fail("brokerd: cannot serve \(socketPath): \(error)")
         }
 
-        let status = await broker.status()
         logger.info("serving", metadata: [
             "socket": "\(socketPath)", "socket_activated": "\(activated != nil)", "key_store": "\(keyStore)",
             "pid": "\(getpid())",
         ])
-        SystemdNotifier.ready(status: "serving \(status.accounts) account(s) on \(socketPath)")
+        SystemdNotifier.ready(status: "serving on \(socketPath), loading the cache")
+        let loading = Task {
+            do { try await broker.finishLoading() } catch {
+                Self.fail("brokerd: cannot load the cache: \(error)")
+            }
+            ProcessMemory.trim()  // the rows read from the database were transient; the heap kept their peak
+            let status = await broker.status()
+            SystemdNotifier.status("serving \(status.accounts) account(s) on \(socketPath)")
+        }
 
         let watchdog = startWatchdog(broker: broker, logger: logger)
         let backgroundRefresh: Task<Void, Never>? = configuration.backgroundRefresh ? Task {
@@ -139,6 +147,7 @@ struct Brokerd: AsyncParsableCommand {
             SystemdNotifier.stopping(status: "finishing in-flight requests")
             break
         }
+        await loading.value  // the broker's flush needs the whole cache
         watchdog?.cancel()
         statusUpdates.cancel()
         backgroundRefresh?.cancel()
@@ -201,7 +210,7 @@ struct Brokerd: AsyncParsableCommand {
         }
     }
 
-    private func fail(_ message: String) -> Never {
+    private static func fail(_ message: String) -> Never {
         var bytes = Array((message + "\n").utf8)
         bytes.withUnsafeMutableBytes { _ = write(2, $0.baseAddress, $0.count) }
         SystemdNotifier.send("STATUS=\(message)")

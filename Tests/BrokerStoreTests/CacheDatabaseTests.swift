@@ -70,6 +70,56 @@ final class CacheDatabaseTests: XCTestCase {
         XCTAssertEqual(try reopened.loadAll().rows, [row("b", secret: "2")])
     }
 
+    // MARK: Reading one account
+
+    func testRowsOfOneAccountOrOneSection() throws {
+        func owned(_ key: String, _ account: String?, section: String = "AccessToken", secret: String? = nil) -> StoredRow {
+            StoredRow(section: section, key: key, body: Array("{}".utf8), secret: secret.map { Array($0.utf8) }, account: account)
+        }
+        let db = try CacheDatabase(path: path, key: key)
+        try db.apply([.put(owned("a1", "a", secret: "s1")), .put(owned("a2", "a", section: "Account")),
+                      .put(owned("b1", "b", secret: "s2")), .put(owned("meta", nil, section: "AppMetadata"))])
+        XCTAssertEqual(sorted(try db.rows(ofAccount: "a").rows), [owned("a1", "a", secret: "s1"), owned("a2", "a", section: "Account")])
+        XCTAssertEqual(try db.rows(ofAccount: "c").rows, [])
+        XCTAssertEqual(try db.rows(inSection: "AppMetadata").rows, [owned("meta", nil, section: "AppMetadata")])
+        XCTAssertEqual(Set(try db.loadAll().rows.map(\.account)), ["a", "b", nil], "the account is stored with the row")
+
+        // A row that changes owner (or loses one) moves with it.
+        try db.apply([.put(owned("a1", "b", secret: "s3")), .put(owned("a2", nil, section: "Account"))])
+        XCTAssertEqual(try db.rows(ofAccount: "a").rows, [])
+        XCTAssertEqual(sorted(try db.rows(ofAccount: "b").rows), [owned("a1", "b", secret: "s3"), owned("b1", "b", secret: "s2")])
+    }
+
+    /// A database of schema 1 (no `account` column) is upgraded once, each row's account taken from its body.
+    func testSchemaOneIsUpgradedWithEachRowsAccount() throws {
+        func body(_ account: String) -> [UInt8] { Array("{\"owner\":\"\(account)\"}".utf8) }
+        do {
+            let db = try CacheDatabase(path: path, key: key)
+            try db.apply([.put(StoredRow(section: "AccessToken", key: "x1", body: body("x"), secret: Array("sx".utf8))),
+                          .put(StoredRow(section: "AccessToken", key: "y1", body: body("y"))),
+                          .put(StoredRow(section: "AppMetadata", key: "m", body: Array("{}".utf8)))])
+            db.close()
+            let raw = try SQLiteConnection(path: path)
+            try raw.exec("DROP INDEX entries_by_account; ALTER TABLE entries DROP COLUMN account; PRAGMA user_version = 1")
+            raw.close()
+        }
+        XCTAssertThrowsError(try CacheDatabase(path: path, key: SymmetricKey(size: .bits256)) { _, _ in XCTFail("upgraded"); return nil },
+                             "another key: refused before anything is changed")
+        var seen: [String] = []
+        let db = try CacheDatabase(path: path, key: key) { section, bytes in
+            seen.append(section)
+            let text = String(decoding: bytes, as: UTF8.self)
+            return text.contains("owner") ? String(text.split(separator: "\"")[3]) : nil
+        }
+        XCTAssertEqual(seen.sorted(), ["AccessToken", "AccessToken", "AppMetadata"])
+        XCTAssertEqual(try db.rows(ofAccount: "x").rows.map(\.key), ["x1"])
+        XCTAssertEqual(try db.rows(ofAccount: "x").rows.first?.secret, Array("sx".utf8))
+        XCTAssertEqual(try db.rows(ofAccount: "y").rows.map(\.key), ["y1"])
+        db.close()
+        let again = try CacheDatabase(path: path, key: key) { _, _ in XCTFail("upgraded twice"); return nil }
+        XCTAssertEqual(try again.rows(ofAccount: "x").rows.map(\.key), ["x1"])
+    }
+
     // MARK: Files that cannot be used
 
     func testWrongKeyIsDetectedAtOpen() throws {

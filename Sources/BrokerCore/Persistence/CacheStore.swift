@@ -33,8 +33,31 @@ public actor CacheStore {
     public var persists: Bool { keyStore != .memory }
     var legacyPath: String { AtomicFile.parentDirectory(of: path) + "/cache.bin" }
 
+    /// What `open` found.
+    public enum Opened: Sendable {
+        /// The whole cache is here already (no key store, a new or unusable file, a migrated `cache.bin`).
+        case loaded(Loaded)
+        /// The database is open and its rows are still to be read with `loadAll`. Meanwhile `reader` (when asked
+        /// for) reads single accounts: brokerd answers cache hits while the rest loads. `problems`: files moved aside.
+        case stored(problems: [String], reader: AccountRowReader?)
+    }
+
+    /// The whole cache: `open`, then `loadAll` when the database was there.
     public func load() throws -> Loaded {
-        guard let (key, created) = try keyStore.loadKey() else { return Loaded(cache: TokenCache(), problems: []) }
+        switch try open(withReader: false) {
+        case .loaded(let loaded):
+            return loaded
+        case .stored(let problems, _):
+            var loaded = try loadAll()
+            loaded.problems.insert(contentsOf: problems, at: 0)
+            return loaded
+        }
+    }
+
+    /// Opens the database without reading its rows (cheap at any size); files that cannot be used are moved aside.
+    /// `withReader`: also open a second connection for reading single accounts while `loadAll` runs.
+    public func open(withReader: Bool = true) throws -> Opened {
+        guard let (key, created) = try keyStore.loadKey() else { return .loaded(Loaded(cache: TokenCache(), problems: [])) }
         try AtomicFile.makeDirectory(AtomicFile.parentDirectory(of: path))
         var problems: [String] = []
         if access(path, F_OK) == 0 {
@@ -42,11 +65,8 @@ public actor CacheStore {
                 problems.append(try moveAside("the key file was missing (a new key was made)"))
             } else {
                 do {
-                    let database = try CacheDatabase(path: path, key: key)
-                    self.database = database
-                    var assembler = CacheAssembler()
-                    let unopened = try database.forEachRow { assembler.add($0, problems: &problems) }
-                    return Loaded(cache: assembler.finish(), problems: problems + unopened)
+                    database = try CacheDatabase(path: path, key: key, accountOfRow: Self.account(ofSection:body:))
+                    return .stored(problems: problems, reader: withReader ? try AccountRowReader(path: path, key: key) : nil)
                 } catch CacheDatabase.Failure.wrongKey {
                     problems.append(try moveAside("it cannot be decrypted with the key"))
                 } catch CacheDatabase.Failure.notADatabase(_, let detail) {
@@ -54,11 +74,20 @@ public actor CacheStore {
                 }
             }
         }
-        database = try CacheDatabase(path: path, key: key)
+        database = try CacheDatabase(path: path, key: key, accountOfRow: Self.account(ofSection:body:))
         if let migrated = try migrateLegacyFile(key: key, keyCreated: created, problems: &problems) {
-            return Loaded(cache: migrated, problems: problems)
+            return .loaded(Loaded(cache: migrated, problems: problems))
         }
-        return Loaded(cache: TokenCache(), problems: problems)
+        return .loaded(Loaded(cache: TokenCache(), problems: problems))
+    }
+
+    /// Every row of the database opened by `open`, streamed into the cache.
+    public func loadAll() throws -> Loaded {
+        guard let database else { return Loaded(cache: TokenCache(), problems: []) }
+        var problems: [String] = []
+        var assembler = CacheAssembler()
+        let unopened = try database.forEachRow { assembler.add($0, problems: &problems) }
+        return Loaded(cache: assembler.finish(), problems: problems + unopened)
     }
 
     /// Persists the rows in one transaction; on failure nothing of it is applied.
@@ -111,6 +140,16 @@ public actor CacheStore {
         static let state = "brokerd"
     }
 
+    /// How rows name their account in the database: as the cache's index does (TokenCache.addToIndex).
+    static func account(of homeAccountId: String) -> String { homeAccountId.lowercased() }
+
+    /// The account of a row stored without one (an older database), from its body.
+    static func account(ofSection section: String, body: [UInt8]) -> String? {
+        guard CredentialKind(rawValue: section) != nil,
+              let hid = (try? CacheDocument.entity(from: body))?.homeAccountId else { return nil }
+        return account(of: hid)
+    }
+
     static func change(_ value: CacheRowValue) -> RowChange {
         func put(_ section: String, _ key: String, _ body: [UInt8], secret: [UInt8]? = nil) -> RowChange {
             .put(StoredRow(section: section, key: key, body: body, secret: secret))
@@ -125,7 +164,8 @@ public actor CacheStore {
                 secret = Array(text.utf8)
                 fields["secret"] = .string("")
             }
-            return put(kind.sectionName, key, JSONWriter().bytes(.object(fields)), secret: secret)
+            return .put(StoredRow(section: kind.sectionName, key: key, body: JSONWriter().bytes(.object(fields)),
+                                  secret: secret, account: entity?.homeAccountId.map(Self.account(of:))))
         case .opaque(let kind, let key, let json):
             guard let json else { return .delete(section: Section.opaquePrefix + kind.sectionName, key: key) }
             return put(Section.opaquePrefix + kind.sectionName, key, Array(json.utf8))

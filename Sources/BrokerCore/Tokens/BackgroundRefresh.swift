@@ -30,6 +30,7 @@ public struct BackgroundRefreshSettings: Sendable, Equatable {
 extension Broker {
     /// Runs `refreshDueTokens` every `checkIntervalSeconds` until the task is cancelled.
     public func runBackgroundRefresh(_ settings: BackgroundRefreshSettings) async {
+        await loaded()
         while !Task.isCancelled {
             _ = await refreshDueTokens(settings, now: Self.now())
             // Token uses noted by cache hits are persisted here, not by the hits themselves.

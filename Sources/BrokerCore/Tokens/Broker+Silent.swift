@@ -61,32 +61,74 @@ extension Broker {
 
     /// A cache hit answered on the caller's thread, without the actor: the outcome and its account, or nil when the
     /// request needs `acquireTokenSilently` (no usable token, a refresh due, claims or forceRefresh, a tenant named by
-    /// its domain, any error to report, or a host whose alias lookup has not started). For a hit, both give the same
-    /// answer: they share `plan` and the cache lookup. Costs the account's own tokens, whatever the cache size.
+    /// its domain, any error to report). For a hit, both give the same answer: they share `plan` and the cache
+    /// lookup; the first hit on an Entra host starts its alias lookup, as the full path would. Costs the account's own
+    /// tokens, whatever the cache size. While the cache loads (`open`), the account is read on its own first, and
+    /// only an account named by its home account id is answered.
     public nonisolated func cachedSilentToken(_ request: SilentTokenRequest) -> CachedHit? {
         guard !request.forceRefresh, request.claims == nil else { return nil }
         let now = Self.now()
-        return cell.withLock { contents in
-            guard let authority = contents.validatedAuthority(request),
-                  let plan = try? Self.plan(request, authority: authority, cache: contents.cache),
-                  plan.authority.kind != .entra || contents.aliasLookups[plan.authority.host] != nil,
-                  !plan.needsTenantDiscovery,
-                  let token = contents.cache.cachedAccessToken(
-                      homeAccountId: plan.hid, clientId: request.clientId, environment: plan.authority.environment,
-                      tenant: plan.authority.tenant, scopes: plan.scopes, now: now),
-                  let expiresOn = token.expiresOn,
-                  token.refreshOn.map({ $0 > now }) ?? true,
-                  let account = contents.cache.accountSummary(homeAccountId: plan.hid, now: now) else { return nil }
-            let use = TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
-                               scopes: plan.scopes, lastUsed: now)
-            contents.cache.noteUse(use)
-            let freshness = HitFreshness(generation: contents.generation,
-                                         until: min(expiresOn - expiryBufferSeconds, token.refreshOn ?? .max),
-                                         use: use)
-            return CachedHit(outcome: Self.outcome(token, hid: plan.hid, clientId: request.clientId, authority: plan.authority,
-                                                   source: "cache", cache: contents.cache),
-                             account: account, freshness: freshness)
+        switch cell.withLock({ cachedHit(request, now: now, in: &$0) }) {
+        case .hit(let hit): return hit
+        case .none: return nil
+        case .unread(let account):
+            // While the cache loads: the account's rows are read outside the lock, then the lookup is made again.
+            guard let rows = cell.withLock({ $0.partial?.reader }).flatMap({ $0.rows(ofAccount: account) }) else { return nil }
+            return cell.withLock { contents -> CachedHit? in
+                if var partial = contents.partial, !partial.hasRead(account) {
+                    contents.partial = nil  // no second copy of the assembler while it changes
+                    contents.cache = partial.add(rows, of: account)
+                    contents.partial = partial
+                    contents.cacheChanged()
+                }
+                guard case .hit(let hit) = cachedHit(request, now: now, in: &contents) else { return nil }
+                return hit
+            }
         }
+    }
+
+    private enum CachedLookup {
+        case hit(CachedHit)
+        case none
+        /// The cache is still loading and this account has not been read yet (`CacheStore.account(of:)`).
+        case unread(String)
+    }
+
+    private nonisolated func cachedHit(_ request: SilentTokenRequest, now: Int64, in contents: inout CacheCell.Contents) -> CachedLookup {
+        var request = request
+        if let partial = contents.partial {
+            // Only a home account id names an account in a partial cache: a username could belong to one not read yet.
+            let id: String
+            switch request.account {
+            case .homeAccountId(let text), .either(let text): id = text
+            case .username: return .none
+            }
+            let account = CacheStore.account(of: id)
+            guard partial.hasRead(account) else { return .unread(account) }
+            request.account = .homeAccountId(id)
+        }
+        guard let authority = contents.validatedAuthority(request),
+              let plan = try? Self.plan(request, authority: authority, cache: contents.cache),
+              !plan.needsTenantDiscovery,
+              let token = contents.cache.cachedAccessToken(
+                  homeAccountId: plan.hid, clientId: request.clientId, environment: plan.authority.environment,
+                  tenant: plan.authority.tenant, scopes: plan.scopes, now: now),
+              let expiresOn = token.expiresOn,
+              token.refreshOn.map({ $0 > now }) ?? true,
+              let account = contents.cache.accountSummary(homeAccountId: plan.hid, now: now) else { return .none }
+        if plan.authority.kind == .entra, let identity = contents.identity,
+           Self.startsAliasLookup(of: plan.authority, now: now, in: &contents) {
+            Task { await self.learned(await identity.aliasGroups(plan.authority), host: plan.authority.host) }
+        }
+        let use = TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
+                           scopes: plan.scopes, lastUsed: now)
+        contents.cache.noteUse(use)
+        let freshness = HitFreshness(generation: contents.generation,
+                                     until: min(expiresOn - expiryBufferSeconds, token.refreshOn ?? .max),
+                                     use: use)
+        return .hit(CachedHit(outcome: Self.outcome(token, hid: plan.hid, clientId: request.clientId, authority: plan.authority,
+                                                    source: "cache", cache: contents.cache),
+                              account: account, freshness: freshness))
     }
 
     /// Whether a hit's answer is still the answer, and if so, the hit is noted as a use (at most once a second, the
@@ -187,21 +229,25 @@ extension Broker {
     func learnAliases(of authority: Authority, idp: IdentityProvider) {
         guard authority.kind == .entra else { return }
         let now = Self.now()
-        let start = cell.withLock { contents -> Bool in
-            if let retryAfter = contents.aliasLookups[authority.host], retryAfter > now { return false }
-            contents.aliasLookups[authority.host] = Int64.max
-            return true
-        }
-        guard start else { return }
+        guard cell.withLock({ Self.startsAliasLookup(of: authority, now: now, in: &$0) }) else { return }
         Task {
             let groups = await idp.aliasGroups(authority)
             await self.learned(groups, host: authority.host)
         }
     }
 
+    /// Whether a lookup of the host's aliases is to start now (none asked yet, or the last failed long enough ago);
+    /// if so, it is marked as running.
+    private static func startsAliasLookup(of authority: Authority, now: Int64, in contents: inout CacheCell.Contents) -> Bool {
+        if let retryAfter = contents.aliasLookups[authority.host], retryAfter > now { return false }
+        contents.aliasLookups[authority.host] = Int64.max
+        return true
+    }
+
     static let aliasRetrySeconds: Int64 = 300
 
-    private func learned(_ groups: [[String]], host: String) {
+    private func learned(_ groups: [[String]], host: String) async {
+        await loaded()  // aliases learned into a partial cache would be lost with it
         if groups.isEmpty {
             let retryAfter = Self.now() + Self.aliasRetrySeconds
             cell.withLock { $0.aliasLookups[host] = retryAfter }
