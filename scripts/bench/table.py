@@ -97,7 +97,7 @@ sections += [
         ("brokerd RSS idle (fresh daemon, empty state)", "rss_idle_mib", "MiB", None, None, "max", 15),
         ("brokerd RSS loaded (after restart and the load runs)", "rss_big_mib", "MiB", None, None, "max",
          2 * num("doc_mib") + 20 if num("doc_mib") else None),
-        ("start with the cache: spawn → first silent answer", "load_ms", "ms", None, None, "max", 3000),
+        ("start with the cache: spawn → whole cache loaded (getStatus answered)", "load_ms", "ms", None, None, "max", 3000),
         (f"removeAccount, one app of one account (median of {g('remove_count', '?')})", "remove_median_ms", "ms",
          None, None, "max", 20),
     ]),
