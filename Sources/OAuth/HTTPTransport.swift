@@ -49,29 +49,17 @@ public final class HTTPTransport: Sendable {
         try? await client.shutdown()
     }
 
-    /// Refuses a URL the broker must not talk to: not https (or allowed loopback http).
+    /// Refuses a URL the broker must not talk to: not a valid https URL (or allowed loopback http).
     public func check(_ url: String) throws(OAuthFailure) {
-        let lower = url.lowercased()
-        if lower.hasPrefix("https://") { return }
-        if lower.hasPrefix("http://") {
-            let host = HTTPTransport.host(of: lower) ?? ""
-            if ["127.0.0.1", "localhost", "[::1]"].contains(host) {
-                if settings.allowLoopbackHTTP { return }
-                throw .configuration("\(url) is plain HTTP; set allow_loopback_http = true to allow it for a local test server")
-            }
-        }
-        throw .configuration("\(url) is not an https URL")
+        guard let parsed = HTTPURL(url) else { throw .configuration("\(url) is not a valid https URL") }
+        if parsed.scheme == "https" { return }
+        guard parsed.isLoopback else { throw .configuration("\(url) is not an https URL") }
+        if settings.allowLoopbackHTTP { return }
+        throw .configuration("\(url) is plain HTTP; set allow_loopback_http = true to allow it for a local test server")
     }
 
     /// The host of an absolute URL, lower-cased, without port.
-    public static func host(of url: String) -> String? {
-        guard let schemeEnd = url.firstRange(of: "://") else { return nil }
-        let rest = url[schemeEnd.upperBound...]
-        let authority = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        let hostPort = authority.split(separator: "@").last.map(String.init) ?? ""
-        if hostPort.hasPrefix("[") { return hostPort.prefix { $0 != "]" }.lowercased() + "]" }
-        return hostPort.split(separator: ":").first.map { $0.lowercased() }
-    }
+    public static func host(of url: String) -> String? { HTTPURL(url)?.host }
 
     public func get(_ url: String, headers: [(String, String)] = []) async throws(OAuthFailure) -> Response {
         try check(url)

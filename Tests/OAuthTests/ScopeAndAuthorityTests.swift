@@ -84,9 +84,22 @@ final class AuthorityTests: XCTestCase {
         for text in ["not a url", "", "ftp://x/y", "file:///etc/passwd", "login.microsoftonline.com/common",
                      "https://", "https:///common", "https://login.microsoftonline.com/common?x=1",
                      "https://login.microsoftonline.com/common#frag", "https://login.microsoftonline.com?x=1",
-                     "https://user@login.microsoftonline.com/common", "https://user:pw@idp.example/t"] {
+                     "https://user@login.microsoftonline.com/common", "https://user:pw@idp.example/t",
+                     // What RFC 3986 does not allow is refused, not percent-encoded behind the caller's back.
+                     "https://login.microsoftonline.com/con toso", "https://idp .example/t", "https://münchen.example/t",
+                     "https://login.microsoftonline.com/common?", "https://login.microsoftonline.com/common#"] {
             XCTAssertNil(Authority(text), "\"\(text)\" must be rejected")
         }
+    }
+
+    func testIPv6HostAndAnEmptyPort() throws {
+        let v6 = try XCTUnwrap(Authority("http://[::1]:8080/adfs"))
+        XCTAssertEqual(v6.url, "http://[::1]:8080/adfs")
+        XCTAssertEqual(v6.environment, "[::1]:8080")
+        XCTAssertEqual(v6.host, "[::1]")
+        XCTAssertEqual(v6.kind, .adfs)
+        XCTAssertEqual(Authority("https://idp.example:/t")?.environment, "idp.example", "an empty port is no port")
+        XCTAssertEqual(Authority("https://login.microsoftonline.com/con%20toso")?.tenant, "con%20toso", "kept as written")
     }
 }
 
@@ -109,6 +122,10 @@ final class HTTPTransportCheckTests: XCTestCase {
         XCTAssertFalse(isAllowed(transport, "ftp://example.com/token"))
         XCTAssertFalse(isAllowed(transport, "login.microsoftonline.com/common"))
         XCTAssertFalse(isAllowed(transport, ""))
+        // An https URL must be one: a malformed one is refused before it reaches the HTTP client.
+        XCTAssertFalse(isAllowed(transport, "https://"))
+        XCTAssertFalse(isAllowed(transport, "https://idp .example/token"))
+        XCTAssertTrue(isAllowed(transport, "https://idp.example/b2c/oauth2/v2.0/token?p=b2c_1_signin"), "a query is fine")
         await transport.shutdown()
     }
 
@@ -141,7 +158,7 @@ final class HTTPTransportCheckTests: XCTestCase {
         XCTAssertEqual(HTTPTransport.host(of: "http://[::1]:8080/x"), "[::1]")
         XCTAssertEqual(HTTPTransport.host(of: "http://[FE80::1]/x"), "[fe80::1]")
         XCTAssertEqual(HTTPTransport.host(of: "https://user:pw@host.example:8443/x"), "host.example")
-        XCTAssertEqual(HTTPTransport.host(of: "https://a@b@host.example/x"), "host.example")
+        XCTAssertNil(HTTPTransport.host(of: "https://a@b@host.example/x"), "RFC 3986: no second @ in the authority")
         XCTAssertNil(HTTPTransport.host(of: "login.example.com/path"))
         XCTAssertNil(HTTPTransport.host(of: "https://"))
         XCTAssertNil(HTTPTransport.host(of: "https:///path"))

@@ -19,22 +19,18 @@ public struct Authority: Sendable, Equatable {
     public static let microsoftHosts: Set<String> = Set(EnvironmentAliases.microsoftClouds.joined())
     static let tenantAliases: Set<String> = ["common", "organizations", "consumers"]
 
-    public var host: String { environment.split(separator: ":").first.map(String.init) ?? environment }
+    /// The host alone (lower-cased; an IPv6 address in brackets).
+    public private(set) var host: String
     public var isMicrosoftHost: Bool { Self.microsoftHosts.contains(host) }
 
     /// `trustedHosts`: hosts that serve Entra besides Microsoft's own (trusted_authority_hosts).
     public init?(_ text: String, b2cHosts: [String] = [], trustedHosts: [String] = []) {
-        let trimmed = Discovery.normalize(text.trimmingSpaces)
-        guard let schemeEnd = trimmed.firstRange(of: "://") else { return nil }
-        let scheme = trimmed[..<schemeEnd.lowerBound].lowercased()
-        guard scheme == "https" || scheme == "http" else { return nil }
-        let rest = trimmed[schemeEnd.upperBound...]
-        let hostPort = rest.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
-        guard !hostPort.isEmpty, !hostPort.contains("@"), !rest.contains("?"), !rest.contains("#") else { return nil }
-        let path = rest.dropFirst(hostPort.count).split(separator: "/").map(String.init)
-        url = "\(scheme)://\(hostPort.lowercased())" + path.map { "/" + $0 }.joined()
-        environment = hostPort.lowercased()
-        let host = environment.split(separator: ":").first.map(String.init) ?? environment
+        guard let parsed = HTTPURL(Discovery.normalize(text.trimmingSpaces)),
+              !parsed.hasUserInfo, !parsed.hasQuery, !parsed.hasFragment else { return nil }
+        let path = parsed.pathSegments
+        url = parsed.origin + path.map { "/" + $0 }.joined()
+        environment = parsed.hostPort
+        host = parsed.host
         if path.first?.lowercased() == "adfs" {
             kind = .adfs
             tenant = "adfs"

@@ -58,10 +58,8 @@ public final class IdentityProvider: Sendable {
     /// The alias groups instance discovery gives for an Entra authority's cloud (empty for other kinds).
     func aliasGroups(_ authority: Authority) async -> [[String]] {
         guard authority.kind == .entra else { return [] }
-        let base = networkURL(authority.url)
-        guard let schemeEnd = base.firstRange(of: "://") else { return [] }
-        let hostEnd = base[schemeEnd.upperBound...].firstIndex(of: "/") ?? base.endIndex
-        return await instances.aliasGroups(networkBase: String(base[..<hostEnd]), host: authority.host)
+        guard let base = HTTPURL(networkURL(authority.url)) else { return [] }
+        return await instances.aliasGroups(networkBase: base.origin, host: authority.host)
     }
 
     public func shutdown() async {
