@@ -1,5 +1,7 @@
 import BrokerCache
 import OAuth
+import Subprocess
+import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
@@ -254,30 +256,11 @@ enum BrowserLauncher {
         let hasDisplay = getenv("DISPLAY") != nil || getenv("WAYLAND_DISPLAY") != nil
         if policy == "auto" && !hasDisplay { return }
         let program = getenv("BROWSER").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "xdg-open"
-        var pid: pid_t = 0
-        let argv = [strdup(program), strdup(url), nil]
-        defer { argv.forEach { free($0) } }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
-        if posix_spawnp(&pid, program, &actions, nil, argv, environ) == 0 {
-            // Reap it without blocking anything: the browser launcher exits quickly (xdg-open forks the browser).
-            ChildReaper.reap(pid)
-        }
-    }
-}
-
-enum ChildReaper {
-    static func reap(_ pid: pid_t) {
+        let executable: Executable = program.contains("/") ? .path(FilePath(program)) : .name(program)
+        // The sign-in waits for the redirect, never for this process: $BROWSER may be the browser itself, which runs
+        // until it is closed. The run ends (and the child is reaped) whenever the process exits; its output is dropped.
         Task.detached {
-            var status: Int32 = 0
-            for _ in 0..<600 {
-                if waitpid(pid, &status, WNOHANG) != 0 { return }
-                try? await Task.sleep(for: .milliseconds(500))
-            }
+            _ = try? await Subprocess.run(executable, arguments: [url], input: .none, output: .discarded, error: .discarded)
         }
     }
 }
