@@ -233,6 +233,25 @@ if start_daemon one "$work/state-one" "$version_request"; then
     record rss_idle_mib "$(rss_mib "$pid" VmRSS)"
     if import_doc "$sock" "$doc_one"; then
         load_runs one "$pid" "$sock" "$req_one" "${expect_cache[@]}" --expect "\"accessToken\":\"$token_one\""
+        # The echo server once more, replying with this answer instead of the request line (for information: the floor
+        # of moving an answer of this size; brokerd's targets stay against the plain echo).
+        answer_one=$work/answer-one.json
+        if "$py" -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(open(sys.argv[2], "rb").read())
+data = b""
+while not data.endswith(b"\n"):
+    chunk = s.recv(1 << 20)
+    if not chunk: sys.exit(1)
+    data += chunk
+open(sys.argv[3], "wb").write(data)' "$sock" "$req_one" "$answer_one"; then
+            record answer_bytes "$(stat -c %s "$answer_one")"
+            "$out/echo_server" "$work/echo-answer.sock" "$answer_one" &
+            daemons+=("$!")
+            echo_answer_pid=$!
+            "$py" "$bench/timing.py" answer "$work/echo-answer.sock" "$req_one" --since "$EPOCHREALTIME" >/dev/null
+            load_runs echoanswer "$echo_answer_pid" "$work/echo-answer.sock" "$req_one" --expect '"result"'
+            stop_daemon "$echo_answer_pid"
+        else note "could not read an answer of brokerd for the echo server to reply with"; fi
         step "whole processes ($runs runs each)"
         if figures=$("$py" "$bench/timing.py" procs "$runs" -- "$brokerctl" --help); then
             record_all help "$figures"

@@ -111,6 +111,7 @@ struct Brokerd: AsyncParsableCommand {
                 keepAliveSeconds: Int64(configuration.keepAliveDays) * 86_400))
         } : nil
         let statusUpdates = Task {
+            await broker.loaded()
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(30))
                 let now = await broker.status()

@@ -7,7 +7,10 @@
  * event-loop overhead at all. Each read's complete lines are written back in one write (a client that pipelines
  * gets them in one go); a partial line waits in the buffer for its end.
  *
- * usage: echo_server SOCKET_PATH      (serves until SIGTERM/SIGINT; unlinks the path at exit)
+ * usage: echo_server SOCKET_PATH [REPLY_FILE]      (serves until SIGTERM/SIGINT; unlinks the path at exit)
+ *   REPLY_FILE: answer every line with this file's content (one line) instead of the line itself, so that the
+ *   floor can also be measured with a reply as large as brokerd's answer (the request line is ~360 bytes, a token
+ *   answer ~5 KB: moving the answer is part of the physical cost).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -20,6 +23,8 @@
 #include <unistd.h>
 
 static const char *socket_path;
+static char *reply;       /* NULL: echo */
+static size_t reply_len;
 
 static void on_signal(int sig) {
     (void)sig;
@@ -55,21 +60,42 @@ static void *serve(void *arg) {
         char *last = memrchr(buf + scanned, '\n', len - scanned);
         if (!last) continue;
         size_t complete = (size_t)(last - buf) + 1;
-        if (write_all(fd, buf, complete) < 0) break;
+        if (reply) {
+            for (char *p = buf; p < buf + complete; p = (char *)memchr(p, '\n', (size_t)(buf + complete - p)) + 1)
+                if (write_all(fd, reply, reply_len) < 0) goto done;
+        } else if (write_all(fd, buf, complete) < 0) {
+            break;
+        }
         memmove(buf, buf + complete, len - complete);
         len -= complete;
     }
+done:
     free(buf);
     close(fd);
     return NULL;
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s SOCKET_PATH\n", argv[0]);
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: %s SOCKET_PATH [REPLY_FILE]\n", argv[0]);
         return 2;
     }
     socket_path = argv[1];
+    if (argc == 3) {
+        FILE *f = fopen(argv[2], "rb");
+        if (!f) {
+            perror("echo_server: reply file");
+            return 2;
+        }
+        size_t cap = 1 << 20;
+        reply = malloc(cap);
+        reply_len = fread(reply, 1, cap, f);
+        fclose(f);
+        if (reply_len == 0 || reply[reply_len - 1] != '\n') {
+            fprintf(stderr, "echo_server: the reply file must hold one line ending in a newline\n");
+            return 2;
+        }
+    }
     struct sockaddr_un addr = {.sun_family = AF_UNIX};
     if (strlen(socket_path) >= sizeof addr.sun_path) {
         fprintf(stderr, "echo_server: socket path too long\n");
