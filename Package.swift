@@ -75,7 +75,7 @@ let package = Package(
         ]),
         // Unix socket server: framing, peer credentials, dispatch to BrokerCore.
         .target(name: "BrokerServer", dependencies: [
-            "BrokerJSON", "BrokerProtocol", "BrokerCache", "BrokerCore", "OAuth", "Systemd",
+            "BrokerJSON", "BrokerProtocol", "BrokerCache", "BrokerCore", "Systemd",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

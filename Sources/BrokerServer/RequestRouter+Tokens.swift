@@ -2,7 +2,6 @@ import BrokerCache
 import BrokerCore
 import BrokerJSON
 import BrokerProtocol
-import OAuth
 
 /// The token methods: wire params → broker requests, outcomes → TokenResult, TokenFailure → MSAL error codes.
 extension RequestRouter {

@@ -170,7 +170,7 @@ struct Brokerd: AsyncParsableCommand {
             if let authority = profile.authority, authorities[profile.clientId] == nil { authorities[profile.clientId] = authority }
         }
         return IdentityProvider.Settings(
-            http: .init(caFile: configuration.caFile, allowLoopbackHTTP: configuration.allowLoopbackHTTP),
+            caFile: configuration.caFile, allowLoopbackHTTP: configuration.allowLoopbackHTTP,
             defaultAuthority: configuration.defaultAuthority, clientAuthorities: authorities,
             openBrowser: configuration.openBrowser,
             interactiveTimeoutSeconds: Int64(configuration.interactiveTimeoutSeconds),

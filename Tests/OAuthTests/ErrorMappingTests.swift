@@ -196,8 +196,8 @@ final class TokenFailureMappingTests: XCTestCase {
         let response = oauth("invalid_grant", suberror: "basic_action")
         let mapped = TokenFailure.fromRefresh(.oauth(response))
         guard case .interactionRequired(_, let carried) = mapped else { return XCTFail("got \(mapped)") }
-        XCTAssertEqual(carried, response)
-        XCTAssertEqual(mapped.oauth, response)
+        XCTAssertEqual(carried, IdPError(response))
+        XCTAssertEqual(mapped.oauth, IdPError(response))
         // Any other OAuth error (MSAL: recoverable by user interaction) also needs interaction.
         for error in ["interaction_required", "consent_required", "invalid_request", "unauthorized_client"] {
             guard case .interactionRequired = TokenFailure.fromRefresh(.oauth(oauth(error))) else {
@@ -211,14 +211,14 @@ final class TokenFailureMappingTests: XCTestCase {
             let response = oauth(error)
             let mapped = TokenFailure.fromRefresh(.oauth(response))
             guard case .serverError(_, let carried) = mapped else { return XCTFail("\(error): got \(mapped)") }
-            XCTAssertEqual(carried, response)
+            XCTAssertEqual(carried, IdPError(response))
         }
     }
 
     func testRefreshProtectionPolicy() {
         let response = oauth("invalid_grant", suberror: "protection_policy_required")
-        XCTAssertEqual(TokenFailure.fromRefresh(.oauth(response)), .protectionPoliciesRequired(response))
-        XCTAssertEqual(TokenFailure.fromRefresh(.oauth(response)).oauth, response)
+        XCTAssertEqual(TokenFailure.fromRefresh(.oauth(response)), .protectionPoliciesRequired(IdPError(response)))
+        XCTAssertEqual(TokenFailure.fromRefresh(.oauth(response)).oauth, IdPError(response))
     }
 
     func testRefreshTransientAndOtherFailures() {
@@ -236,12 +236,12 @@ final class TokenFailureMappingTests: XCTestCase {
             return XCTFail("access_denied is the user declining")
         }
         let protection = oauth("invalid_grant", suberror: "protection_policy_required")
-        XCTAssertEqual(TokenFailure.fromInteractive(.oauth(protection)), .protectionPoliciesRequired(protection))
+        XCTAssertEqual(TokenFailure.fromInteractive(.oauth(protection)), .protectionPoliciesRequired(IdPError(protection)))
         let invalidGrant = oauth("invalid_grant")
         guard case .serverError(_, let carried) = TokenFailure.fromInteractive(.oauth(invalidGrant)) else {
             return XCTFail("an interactive refusal is a serverError")
         }
-        XCTAssertEqual(carried, invalidGrant)
+        XCTAssertEqual(carried, IdPError(invalidGrant))
         XCTAssertEqual(TokenFailure.fromInteractive(.transient("down")), .unavailable("down"))
         guard case .invalidRequest(_, let reason) = TokenFailure.fromInteractive(.configuration("http://x is not https")) else {
             return XCTFail("a configuration failure is an invalid request")

@@ -4,7 +4,12 @@ import OAuth
 /// the settings of interactive sign-in. One per daemon.
 public final class IdentityProvider: Sendable {
     public struct Settings: Sendable, Equatable {
-        public var http: HTTPTransport.Settings
+        /// PEM file of CA certificates to trust for HTTPS to identity providers (instead of the system store).
+        public var caFile: String?
+        /// Accept `http://` authorities on loopback addresses (a local test IdP), never on other hosts.
+        public var allowLoopbackHTTP: Bool
+        /// Seconds a request to an identity provider may take.
+        public var requestTimeoutSeconds: Int64
         /// Used when a request names no authority and no profile of the client has one.
         public var defaultAuthority: String?
         /// Authorities by client id (from the configuration's profiles).
@@ -23,12 +28,15 @@ public final class IdentityProvider: Sendable {
         /// Client capabilities (e.g. "cp1") sent in `claims` as `xms_cc`.
         public var clientCapabilities: [String]
 
-        public init(http: HTTPTransport.Settings = .init(), defaultAuthority: String? = nil,
+        public init(caFile: String? = nil, allowLoopbackHTTP: Bool = false, requestTimeoutSeconds: Int64 = 30,
+                    defaultAuthority: String? = nil,
                     clientAuthorities: [String: String] = [:], openBrowser: String = "auto",
                     interactiveTimeoutSeconds: Int64 = 600, discoveryTTLSeconds: Int64 = 24 * 3600,
                     microsoftBaseURL: String? = nil, trustedAuthorityHosts: [String] = [], b2cHosts: [String] = [],
                     clientCapabilities: [String] = []) {
-            self.http = http
+            self.caFile = caFile
+            self.allowLoopbackHTTP = allowLoopbackHTTP
+            self.requestTimeoutSeconds = requestTimeoutSeconds
             self.defaultAuthority = defaultAuthority
             self.clientAuthorities = clientAuthorities
             self.openBrowser = openBrowser
@@ -42,14 +50,15 @@ public final class IdentityProvider: Sendable {
     }
 
     public let settings: Settings
-    public let transport: HTTPTransport
-    public let discovery: Discovery
-    public let instances: InstanceDiscovery
-    public let tokens: TokenClient
+    let transport: HTTPTransport
+    let discovery: Discovery
+    let instances: InstanceDiscovery
+    let tokens: TokenClient
 
     public init(settings: Settings) throws {
         self.settings = settings
-        transport = try HTTPTransport(settings: settings.http)
+        transport = try HTTPTransport(settings: .init(caFile: settings.caFile, allowLoopbackHTTP: settings.allowLoopbackHTTP,
+                                                      timeoutSeconds: settings.requestTimeoutSeconds))
         discovery = Discovery(transport: transport, ttlSeconds: settings.discoveryTTLSeconds, clock: { Broker.now() })
         tokens = TokenClient(transport: transport)
         instances = InstanceDiscovery(transport: transport, ttlSeconds: settings.discoveryTTLSeconds, clock: { Broker.now() })

@@ -1,17 +1,55 @@
 import BrokerCache
 import OAuth
 
+/// The error an identity provider answered with (RFC 6749 §5.2 plus Microsoft's members), as front ends report it:
+/// BrokerCore's own type, so that its API does not expose the OAuth module's.
+public struct IdPError: Sendable, Equatable, CustomStringConvertible {
+    public var error: String
+    public var errorDescription: String?
+    public var errorCodes: [Int]
+    public var suberror: String?
+    public var claims: String?
+    public var correlationId: String?
+    public var traceId: String?
+    public var httpStatus: Int
+
+    public init(error: String, errorDescription: String? = nil, errorCodes: [Int] = [], suberror: String? = nil,
+                claims: String? = nil, correlationId: String? = nil, traceId: String? = nil, httpStatus: Int = 400) {
+        self.error = error
+        self.errorDescription = errorDescription
+        self.errorCodes = errorCodes
+        self.suberror = suberror
+        self.claims = claims
+        self.correlationId = correlationId
+        self.traceId = traceId
+        self.httpStatus = httpStatus
+    }
+
+    init(_ response: OAuthErrorResponse) {
+        self.init(error: response.error, errorDescription: response.errorDescription, errorCodes: response.errorCodes,
+                  suberror: response.suberror, claims: response.claims, correlationId: response.correlationId,
+                  traceId: response.traceId, httpStatus: response.httpStatus)
+    }
+
+    public var description: String {
+        var text = error
+        if let suberror { text += " (\(suberror))" }
+        if let errorDescription { text += ": \(errorDescription)" }
+        return text
+    }
+}
+
 /// Why a token request failed, in the vocabulary apps act on (SPEC §2, MSAL's codes). The OAuth detail the IdP
 /// gave travels along; secrets never do.
 public enum TokenFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// Only an interactive sign-in can help (no refresh token, it was refused, the account was removed from the app).
-    case interactionRequired(String, OAuthErrorResponse?)
+    case interactionRequired(String, IdPError?)
     /// The IdP granted fewer scopes than asked; the granted tokens are cached.
     case serverDeclinedScopes(granted: [String], declined: [String])
-    case protectionPoliciesRequired(OAuthErrorResponse)
+    case protectionPoliciesRequired(IdPError)
     case userCanceled(String)
     /// The IdP refused in a way sign-in cannot fix (invalid_client, invalid_scope, a bad redirect…).
-    case serverError(String, OAuthErrorResponse?)
+    case serverError(String, IdPError?)
     /// The IdP could not be reached or was temporarily unable to answer. Retry later; nothing was deleted.
     case unavailable(String)
     /// The request itself is wrong (unknown authority, missing account, a flow already running…).
@@ -32,7 +70,7 @@ public enum TokenFailure: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    public var oauth: OAuthErrorResponse? {
+    public var oauth: IdPError? {
         switch self {
         case .interactionRequired(_, let oauth), .serverError(_, let oauth): return oauth
         case .protectionPoliciesRequired(let oauth): return oauth
@@ -44,7 +82,8 @@ public enum TokenFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// error except invalid_scope / invalid_client / a protection policy becomes InteractionRequired.
     static func fromRefresh(_ failure: OAuthFailure) -> TokenFailure {
         switch failure {
-        case .oauth(let response):
+        case .oauth(let oauthResponse):
+            let response = IdPError(oauthResponse)
             if response.suberror == "protection_policy_required" { return .protectionPoliciesRequired(response) }
             if ["invalid_scope", "invalid_client"].contains(response.error) {
                 return .serverError("the identity provider refused the request: \(response)", response)
@@ -58,7 +97,8 @@ public enum TokenFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// An interactive flow's reading: access_denied is the user saying no.
     static func fromInteractive(_ failure: OAuthFailure) -> TokenFailure {
         switch failure {
-        case .oauth(let response):
+        case .oauth(let oauthResponse):
+            let response = IdPError(oauthResponse)
             if response.error == "access_denied" { return .userCanceled("the sign-in was declined") }
             if response.suberror == "protection_policy_required" { return .protectionPoliciesRequired(response) }
             return .serverError("the identity provider refused the sign-in: \(response)", response)
