@@ -74,6 +74,11 @@ let package = Package(
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         // Unix socket server: framing, peer credentials, dispatch to BrokerCore.
+        // The com.microsoft.identity.broker1 D-Bus front end (sd-bus): translates onto BrokerCore, like BrokerServer.
+        .target(name: "BrokerDBus", dependencies: [
+            "BrokerJSON", "BrokerCache", "BrokerCore", "CSystemd",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         .target(name: "BrokerServer", dependencies: [
             "BrokerJSON", "BrokerProtocol", "BrokerCache", "BrokerCore", "Systemd",
             .product(name: "NIOCore", package: "swift-nio"),
@@ -88,7 +93,7 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
         .executableTarget(name: "brokerd", dependencies: [
-            "BrokerServer", "BrokerCore", "BrokerConfig", "BrokerProtocol", "Systemd",
+            "BrokerServer", "BrokerDBus", "BrokerCore", "BrokerConfig", "BrokerProtocol", "Systemd",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),

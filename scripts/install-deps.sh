@@ -11,10 +11,11 @@
 #   debhelper, dpkg-dev, lintian  the .deb (dpkg-buildpackage with dh, compat 13) and its check (scripts/package.sh)
 #   rpm             rpmbuild for the .rpm, and rpm -qp to list it
 #   man-db          man -l renders the installed man pages (packaging tests)
+#   dbus-daemon     a private session bus for the D-Bus front end's tests (busctl, from systemd, is the client)
 # Only what is missing is installed; `apt-get update` runs only then.
 set -euo pipefail
 
-packages=(libsystemd-dev libsqlite3-dev systemd util-linux python3 python3-venv curl openssl make binutils debhelper dpkg-dev lintian rpm man-db)
+packages=(libsystemd-dev libsqlite3-dev systemd util-linux python3 python3-venv curl openssl make binutils debhelper dpkg-dev lintian rpm man-db dbus-daemon)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

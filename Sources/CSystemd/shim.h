@@ -24,3 +24,83 @@ static inline int brokerd_limit_malloc_arenas(void) {
 static inline int brokerd_trim_heap(void) {
     return malloc_trim(0);
 }
+
+// MARK: sd-bus (the com.microsoft.identity.broker1 front end)
+#include <systemd/sd-bus.h>
+#include <string.h>
+
+// A method call handed to Swift: `handler(message, context)`. The vtable below is static (sd-bus keeps a pointer to
+// it), so the Swift side is reached through this target passed as the object's userdata.
+typedef int (*brokerd_bus_handler)(sd_bus_message *message, void *context);
+struct brokerd_bus_target {
+    brokerd_bus_handler handler;
+    void *context;
+};
+
+static int brokerd_bus_trampoline(sd_bus_message *message, void *userdata, sd_bus_error *error) {
+    (void)error;
+    struct brokerd_bus_target *target = (struct brokerd_bus_target *)userdata;
+    return target->handler(message, target->context);
+}
+
+// com.microsoft.identity.Broker1: eight methods, each (s protocol_version, s correlation_id, s request_json) → s.
+static inline int brokerd_bus_add_broker1(sd_bus *bus, sd_bus_slot **slot, const char *path,
+                                          struct brokerd_bus_target *target) {
+    static const sd_bus_vtable vtable[] = {
+        SD_BUS_VTABLE_START(0),
+        SD_BUS_METHOD("acquireTokenInteractively", "sss", "s", brokerd_bus_trampoline, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("acquireTokenSilently", "sss", "s", brokerd_bus_trampoline, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("getAccounts", "sss", "s", brokerd_bus_trampoline, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("removeAccount", "sss", "s", brokerd_bus_trampoline, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("acquirePrtSsoCookie", "sss", "s", brokerd_bus_trampoline, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("generateSignedHttpRequest", "sss", "s", brokerd_bus_trampoline, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("cancelInteractiveFlow", "sss", "s", brokerd_bus_trampoline, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_METHOD("getLinuxBrokerVersion", "sss", "s", brokerd_bus_trampoline, SD_BUS_VTABLE_UNPRIVILEGED),
+        SD_BUS_VTABLE_END,
+    };
+    return sd_bus_add_object_vtable(bus, slot, path, "com.microsoft.identity.Broker1", vtable, target);
+}
+
+// sd_bus_message_read and sd_bus_reply_method_return are variadic, so not callable from Swift.
+static inline int brokerd_bus_read_sss(sd_bus_message *m, const char **a, const char **b, const char **c) {
+    return sd_bus_message_read(m, "sss", a, b, c);
+}
+
+static inline int brokerd_bus_reply_s(sd_bus_message *m, const char *s) {
+    return sd_bus_reply_method_return(m, "s", s);
+}
+
+static inline int brokerd_bus_reply_error(sd_bus_message *m, const char *name, const char *text) {
+    sd_bus_error error = SD_BUS_ERROR_NULL;
+    sd_bus_error_set(&error, name, text);
+    int r = sd_bus_reply_method_error(m, &error);
+    sd_bus_error_free(&error);
+    return r;
+}
+
+// The sender's effective uid and pid, and its executable copied into `exe` (empty when unknown). <0: unknown sender.
+static inline int brokerd_bus_sender(sd_bus_message *m, uid_t *uid, pid_t *pid, char *exe, size_t exe_size) {
+    sd_bus_creds *creds = NULL;
+    int r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID | SD_BUS_CREDS_PID | SD_BUS_CREDS_EXE | SD_BUS_CREDS_AUGMENT,
+                                      &creds);
+    if (r < 0) return r;
+    r = sd_bus_creds_get_euid(creds, uid);
+    if (r >= 0) {
+        if (sd_bus_creds_get_pid(creds, pid) < 0) *pid = 0;
+        const char *path = NULL;
+        exe[0] = 0;
+        if (exe_size > 0 && sd_bus_creds_get_exe(creds, &path) >= 0 && path) {
+            strncpy(exe, path, exe_size - 1);
+            exe[exe_size - 1] = 0;
+        }
+    }
+    sd_bus_creds_unref(creds);
+    return r;
+}
+
+#include <sys/eventfd.h>
+
+// Wakes the D-Bus front end's thread when an answer is ready (sys/eventfd.h is not in Swift's Glibc module).
+static inline int brokerd_wake_fd(void) {
+    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}

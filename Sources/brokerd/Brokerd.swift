@@ -1,6 +1,7 @@
 import ArgumentParser
 import BrokerConfig
 import BrokerCore
+import BrokerDBus
 import BrokerProtocol
 import BrokerServer
 import Logging
@@ -38,6 +39,10 @@ struct Brokerd: AsyncParsableCommand {
     @Option(name: .customLong("log-level"),
             help: "trace, debug, info, notice, warning, error or critical (default: the config's, else info).")
     var logLevel: Logger.Level?
+
+    @Flag(name: .customLong("dbus-broker"),
+          help: "Also serve com.microsoft.identity.broker1 on the D-Bus session bus (incomplete: no interactive sign-in yet).")
+    var dbusBroker = false
 
     func run() async throws {
         ProcessHardening.makeNonDumpable()
@@ -103,6 +108,7 @@ struct Brokerd: AsyncParsableCommand {
             SystemdNotifier.status("serving \(status.accounts) account(s) on \(socketPath)")
         }
 
+        let dbus = dbusBroker ? Self.startDBus(broker: broker, logger: logger) : nil
         let watchdog = startWatchdog(broker: broker, logger: logger)
         let backgroundRefresh: Task<Void, Never>? = configuration.backgroundRefresh ? Task {
             await broker.runBackgroundRefresh(BackgroundRefreshSettings(
@@ -152,10 +158,28 @@ struct Brokerd: AsyncParsableCommand {
         watchdog?.cancel()
         statusUpdates.cancel()
         backgroundRefresh?.cancel()
+        dbus?.stop()
         await server.shutdown(grace: .seconds(grace), removeSocketFile: activated == nil)
         await broker.flush()
         await identity.shutdown()
         logger.info("stopped")
+    }
+
+    /// The D-Bus front end, when a session bus is there and nobody else owns the name (it is never taken away).
+    static func startDBus(broker: Broker, logger: Logger) -> DBusFrontEnd? {
+        let methods = Broker1Methods(broker: broker, version: brokerVersion, logger: logger)
+        let (service, outcome) = DBusFrontEnd.start(methods: methods, logger: logger)
+        switch outcome {
+        case .serving:
+            logger.info("serving on the D-Bus session bus", metadata: ["name": "\(DBusFrontEnd.busName)"])
+        case .nameOwnedByAnother:
+            logger.warning("another process owns \(DBusFrontEnd.busName) on the session bus; serving the socket API only")
+        case .noSessionBus(let why):
+            logger.notice("no D-Bus session bus (\(why)); serving the socket API only")
+        case .failed(let why):
+            logger.error("the D-Bus front end could not start: \(why); serving the socket API only")
+        }
+        return service
     }
 
     static func settings(_ configuration: BrokerConfiguration) -> ServerSettings {

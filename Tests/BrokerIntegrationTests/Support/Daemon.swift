@@ -58,8 +58,11 @@ final class Daemon {
         }
     }
 
+    /// Added to brokerd's arguments (e.g. --dbus-broker).
+    var extraArguments: [String] = []
+
     var arguments: [String] {
-        ["--socket", socket, "--state-dir", stateDir, "--config", configPath, "--log-level", "debug"]
+        ["--socket", socket, "--state-dir", stateDir, "--config", configPath, "--log-level", "debug"] + extraArguments
     }
 
     /// Starts brokerd and waits until it answers on its socket.

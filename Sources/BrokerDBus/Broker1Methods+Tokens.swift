@@ -1,0 +1,109 @@
+import BrokerCache
+import BrokerCore
+import BrokerJSON
+
+/// The status numbers of a token error as libmsalruntime reads them (its internal enum, not pymsalruntime's
+/// Response_Status). 12 reads as "no error" and 23 makes the client retry forever: neither is ever sent.
+enum Broker1Status: Int {
+    case unexpected = 0
+    case interactionRequired = 2
+    case serverTemporarilyUnavailable = 5
+    case apiContractViolation = 6
+    case userCanceled = 7
+    case incorrectConfiguration = 9
+    case authorityUntrusted = 11
+    case deviceNotRegistered = 17
+}
+
+extension Broker1Methods {
+    /// `authorizationType` 1, the account from `authParameters.account`; `account: null` (a silent sign-in) means
+    /// the default account: the only one the client sees, else InteractionRequired.
+    func silentToken(_ params: JSONObject, correlationId: String) async -> JSONValue {
+        guard let auth = params["authParameters"]?.objectValue, let clientId = auth["clientId"]?.stringValue,
+              !clientId.isEmpty else {
+            return Self.tokenError(status: .apiContractViolation, tag: 0x6272_0010, context: "authParameters.clientId is missing")
+        }
+        let selector: AccountSelector
+        if let hid = auth["account"]?.objectValue?["homeAccountId"]?.stringValue, !hid.isEmpty {
+            selector = .homeAccountId(hid)
+        } else {
+            let visible = await broker.accounts(visibleTo: clientId)
+            guard visible.count == 1 else {
+                return Self.tokenError(status: .interactionRequired, tag: 0x6272_0011, context: visible.isEmpty
+                    ? "no account is signed in to brokerd for this app" : "more than one account: the app must choose one")
+            }
+            selector = .homeAccountId(visible[0].homeAccountId)
+        }
+        let request = SilentTokenRequest(
+            clientId: clientId, authority: auth["authority"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 },
+            scopes: auth["requestedScopes"]?.arrayValue?.compactMap(\.stringValue) ?? [], account: selector,
+            claims: auth["decodedClaims"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 })
+        do {
+            return Self.tokenResponse(try await broker.acquireTokenSilently(request), correlationId: correlationId)
+        } catch {
+            return Self.tokenError(error)
+        }
+    }
+
+    /// `brokerTokenResponse` as the client requires it: times in epoch milliseconds, `accessTokenType` 0 (Bearer),
+    /// `clientInfo` (the client builds its account from it and from the id_token's `preferred_username`).
+    /// `grantedScopes` is left out: when present the client refuses any requested scope missing from it, and a
+    /// `.default` request is answered with the resource's scopes.
+    static func tokenResponse(_ outcome: TokenOutcome, correlationId: String) -> JSONValue {
+        guard let ids = HomeAccountId(outcome.homeAccountId) else {
+            return tokenError(status: .unexpected, tag: 0x6272_0012,
+                              context: "the account \(outcome.homeAccountId) is not an Entra account (uid.utid); MSAL clients cannot use it")
+        }
+        guard let idToken = outcome.idToken, let claims = try? JWTPayload.claims(of: idToken),
+              !(claims["preferred_username"]?.stringValue ?? "").isEmpty else {
+            return tokenError(status: .unexpected, tag: 0x6272_0013,
+                              context: "no id_token with preferred_username is cached for this account and app; sign in again")
+        }
+        let response = JSONObject([
+            "accessToken": .string(outcome.accessToken),
+            "accessTokenType": .int(0),
+            "idToken": .string(idToken),
+            "clientInfo": .string(ids.clientInfo),
+            "expiresOn": .int(milliseconds(outcome.expiresOn)),
+            "extendedExpiresOn": .int(milliseconds(outcome.extendedExpiresOn)),
+            "correlationId": .string(correlationId),
+        ])
+        return .object(JSONObject(["brokerTokenResponse": .object(response)]))
+    }
+
+    /// Saturating: a cached time can be any number.
+    static func milliseconds(_ seconds: Int64) -> Int64 {
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000)
+        return overflow ? (seconds < 0 ? .min : .max) : product
+    }
+
+    /// MSAL's meaning of a failure on the client's numbering; the context keeps the IdP's AADSTS text.
+    static func tokenError(_ failure: TokenFailure) -> JSONValue {
+        let oauth = failure.oauth
+        let context = [failure.description, oauth?.errorDescription].compactMap { $0 }.joined(separator: " | ")
+        let code = oauth?.errorCodes.first ?? 0
+        switch failure {
+        case .interactionRequired: return tokenError(status: .interactionRequired, tag: 0x6272_0020, errorCode: code, context: context)
+        case .userCanceled: return tokenError(status: .userCanceled, tag: 0x6272_0021, errorCode: code, context: context)
+        case .unavailable: return tokenError(status: .serverTemporarilyUnavailable, tag: 0x6272_0022, errorCode: code, context: context)
+        case .serverDeclinedScopes: return tokenError(status: .apiContractViolation, tag: 0x6272_0023, errorCode: code, context: context)
+        case .invalidRequest(_, let reason):
+            let status: Broker1Status = switch reason {
+            case "untrustedAuthority": .authorityUntrusted
+            case "missingAuthority", "invalidAuthority", "discoveryFailed": .incorrectConfiguration
+            default: .apiContractViolation
+            }
+            return tokenError(status: status, tag: 0x6272_0024, errorCode: code, context: context)
+        case .protectionPoliciesRequired, .serverError, .internal:
+            return tokenError(status: .unexpected, tag: 0x6272_0025, errorCode: code, context: context)
+        }
+    }
+
+    static func tokenError(status: Broker1Status, tag: Int, errorCode: Int = 0, context: String) -> JSONValue {
+        let error = JSONObject([
+            "status": .int(status.rawValue), "errorCode": .int(errorCode), "tag": .int(tag), "subStatus": .int(0),
+            "context": .string(context),
+        ])
+        return .object(JSONObject(["brokerTokenResponse": .object(JSONObject(["error": .object(error)]))]))
+    }
+}

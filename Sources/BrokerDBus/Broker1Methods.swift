@@ -1,0 +1,118 @@
+import BrokerCache
+import BrokerCore
+import BrokerJSON
+import Logging
+
+/// The eight methods of `com.microsoft.identity.Broker1`, translated onto the broker: request JSON in, response
+/// JSON out, shapes as the real clients send and accept them (shared/reference/linux-broker-dbus.md). No silent
+/// algorithm, cache or account model of its own: this layer only translates.
+public struct Broker1Methods: Sendable {
+    /// Who called, from the bus (the front end has checked the uid already).
+    public struct Caller: Sendable {
+        public var pid: Int32
+        public var executable: String?
+    }
+
+    let broker: Broker
+    let version: String
+    let logger: Logger
+
+    public init(broker: Broker, version: String, logger: Logger) {
+        self.broker = broker
+        self.version = version
+        self.logger = logger
+    }
+
+    public func answer(method: String, correlationId: String, request: String, caller: Caller) async -> String {
+        await broker.loaded()
+        let params = (try? JSONReader.parse(request))?.objectValue ?? JSONObject()
+        let response: JSONValue
+        switch method {
+        case "getLinuxBrokerVersion":
+            response = .object(JSONObject(["linuxBrokerVersion": .string(version)]))
+        case "getAccounts":
+            response = await accounts(params)
+        case "acquireTokenSilently":
+            response = await silentToken(params, correlationId: correlationId)
+        case "removeAccount":
+            response = await removeAccount(params)
+        case "cancelInteractiveFlow":
+            // No sign-in runs through this front end yet (acquireTokenInteractively is not built), so there is
+            // nothing to cancel: `{}` is what the client accepts.
+            response = .object(JSONObject())
+        case "acquireTokenInteractively":
+            response = Self.tokenError(status: .unexpected, tag: 0x6272_0001,
+                                       context: "brokerd does not sign in through D-Bus yet; use brokerctl login or the socket API")
+        case "acquirePrtSsoCookie":
+            response = Self.tokenError(status: .deviceNotRegistered, tag: 0x6272_0002,
+                                       context: "brokerd holds no Primary Refresh Token: the device is not joined to Entra ID")
+        case "generateSignedHttpRequest":
+            response = Self.tokenError(status: .apiContractViolation, tag: 0x6272_0003,
+                                       context: "brokerd does not hold proof-of-possession keys (no signed HTTP requests)")
+        default:
+            response = Self.tokenError(status: .apiContractViolation, tag: 0x6272_0004, context: "unknown method \(method)")
+        }
+        logger.info("D-Bus request", metadata: [
+            "method": "\(method)", "client_pid": "\(caller.pid)", "client_exe": "\(caller.executable ?? "?")",
+        ])
+        return JSONWriter().string(response)
+    }
+
+    // MARK: getAccounts
+
+    /// The accounts the client sees, with the five fields libmsalruntime requires (an account without one of them is
+    /// dropped by the client) plus names and clientInfo.
+    func accounts(_ params: JSONObject) async -> JSONValue {
+        let clientId = params["clientId"]?.stringValue
+        let summaries = await broker.accounts(visibleTo: clientId)
+        return .object(JSONObject(["accounts": .array(summaries.map(Self.account))]))
+    }
+
+    static func account(_ summary: AccountSummary) -> JSONValue {
+        let ids = HomeAccountId(summary.homeAccountId)
+        var members: [JSONObject.Member] = [
+            .init(key: "homeAccountId", value: .string(summary.homeAccountId)),
+            .init(key: "environment", value: .string(summary.environment)),
+            .init(key: "realm", value: .string(summary.realm)),
+            .init(key: "localAccountId", value: .string(summary.localAccountId ?? ids?.uid ?? "")),
+            .init(key: "username", value: .string(summary.username)),
+        ]
+        if let name = summary.name { members.append(.init(key: "name", value: .string(name))) }
+        if let ids { members.append(.init(key: "clientInfo", value: .string(ids.clientInfo))) }
+        return .object(JSONObject(members))
+    }
+
+    // MARK: removeAccount
+
+    func removeAccount(_ params: JSONObject) async -> JSONValue {
+        guard let clientId = params["clientId"]?.stringValue,
+              let hid = (params["account"]?.objectValue ?? params)["homeAccountId"]?.stringValue else {
+            return Self.tokenError(status: .apiContractViolation, tag: 0x6272_0005,
+                                   context: "removeAccount needs clientId and account.homeAccountId")
+        }
+        do {
+            _ = try await broker.removeAccount(.homeAccountId(hid), forClient: clientId)
+        } catch {
+            logger.notice("D-Bus removeAccount: \(error)")
+        }
+        return .object(JSONObject())
+    }
+}
+
+/// `<uid>.<utid>` (Entra's home account id) and the client_info it stands for.
+struct HomeAccountId {
+    var uid: String
+    var utid: String
+
+    init?(_ text: String) {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { return nil }
+        uid = String(parts[0])
+        utid = String(parts[1])
+    }
+
+    /// base64url (no padding) of `{"uid":…,"utid":…}`: the client builds msal's home_account_id from it.
+    var clientInfo: String {
+        Base64URL.encode(JSONWriter().bytes(.object(JSONObject(["uid": .string(uid), "utid": .string(utid)]))))
+    }
+}

@@ -1,0 +1,197 @@
+import CSystemd
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// brokerd on the D-Bus session bus as `com.microsoft.identity.broker1` (object `/com/microsoft/identity/broker1`,
+/// interface `com.microsoft.identity.Broker1`), for the apps that reach a broker that way (msal-python with
+/// `enable_broker_on_linux`, MSAL.NET, Edge…). sd-bus answers `org.freedesktop.DBus.Peer.Ping` itself.
+///
+/// Threading: sd-bus objects are not thread-safe, so one thread of its own owns the connection. It dispatches each
+/// call to a task (`Broker1Methods`), and the answers come back through a queue and an eventfd that wakes the thread,
+/// which sends them. A call never blocks the bus: many can run at once.
+public final class DBusFrontEnd: @unchecked Sendable {
+    public static let busName = "com.microsoft.identity.broker1"
+    static let objectPath = "/com/microsoft/identity/broker1"
+
+    public enum Outcome: Sendable, Equatable {
+        case serving
+        /// Another process owns the name; brokerd never takes it away.
+        case nameOwnedByAnother
+        case noSessionBus(String)
+        case failed(String)
+    }
+
+    private enum Reply {
+        case json(String)
+        case error(name: String, text: String)
+    }
+
+    private let bus: OpaquePointer
+    private let wake: Int32
+    private let methods: Broker1Methods
+    private let logger: Logger
+    private let target: UnsafeMutablePointer<brokerd_bus_target>
+    private let replies = Mutex<[(message: OpaquePointer, reply: Reply)]>([])
+    private let stopping = Atomic<Bool>(false)
+    private var thread = pthread_t()
+    private let ownUID = geteuid()
+
+    private init(bus: OpaquePointer, wake: Int32, methods: Broker1Methods, logger: Logger) {
+        self.bus = bus
+        self.wake = wake
+        self.methods = methods
+        self.logger = logger
+        target = .allocate(capacity: 1)
+    }
+
+    /// Connects to the session bus (`DBUS_SESSION_BUS_ADDRESS`, else the user bus in `$XDG_RUNTIME_DIR/bus`), serves
+    /// the object and asks for the name without taking it from anyone. nil with the reason when not serving.
+    public static func start(methods: Broker1Methods, logger: Logger) -> (DBusFrontEnd?, Outcome) {
+        var bus: OpaquePointer?
+        var r = sd_bus_open_user(&bus)
+        guard r >= 0, let bus else { return (nil, .noSessionBus(errorText(r))) }
+        let wake = brokerd_wake_fd()
+        guard wake >= 0 else {
+            sd_bus_flush_close_unref(bus)
+            return (nil, .failed("eventfd: \(errorText(-errno))"))
+        }
+        let service = DBusFrontEnd(bus: bus, wake: wake, methods: methods, logger: logger)
+        service.target.initialize(to: brokerd_bus_target(handler: { message, context in
+            guard let message, let context else { return -EINVAL }
+            return Unmanaged<DBusFrontEnd>.fromOpaque(context).takeUnretainedValue().handle(message)
+        }, context: Unmanaged.passUnretained(service).toOpaque()))
+        r = brokerd_bus_add_broker1(bus, nil, objectPath, service.target)
+        if r >= 0 { r = sd_bus_request_name(bus, busName, 0) }
+        guard r >= 0 else {
+            service.close()
+            return (nil, r == -EEXIST ? .nameOwnedByAnother : .failed("\(busName): \(errorText(r))"))
+        }
+        service.startThread()
+        return (service, .serving)
+    }
+
+    /// Releases the name and closes the connection; calls still running get no answer (the bus tells their callers).
+    public func stop() {
+        guard !stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        signalWake()
+        pthread_join(thread, nil)
+        close()
+    }
+
+    private func close() {
+        sd_bus_flush_close_unref(bus)
+        _ = Glibc.close(wake)
+        let left: [OpaquePointer] = replies.withLock { pending in
+            defer { pending = [] }
+            return pending.map(\.message)
+        }
+        for message in left { sd_bus_message_unref(message) }
+    }
+
+    // MARK: The bus thread
+
+    private func startThread() {
+        let box = Unmanaged.passRetained(self).toOpaque()
+        pthread_create(&thread, nil, { argument in
+            let service = Unmanaged<DBusFrontEnd>.fromOpaque(argument!).takeRetainedValue()
+            service.run()
+            return nil
+        }, box)
+    }
+
+    private func run() {
+        while !stopping.load(ordering: .sequentiallyConsistent) {
+            while true {
+                let r = sd_bus_process(bus, nil)
+                if r < 0 {
+                    logger.error("D-Bus connection failed; the D-Bus front end stops", metadata: ["error": "\(Self.errorText(r))"])
+                    return
+                }
+                if r == 0 { break }
+            }
+            sendReplies()
+            waitForWork()
+        }
+    }
+
+    private func waitForWork() {
+        var fds = [pollfd(fd: sd_bus_get_fd(bus), events: Int16(truncatingIfNeeded: sd_bus_get_events(bus)), revents: 0),
+                   pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
+        var until: UInt64 = 0
+        var timeout: Int32 = -1
+        if sd_bus_get_timeout(bus, &until) > 0, until != UInt64.max {
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            let nowMicros = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
+            timeout = until <= nowMicros ? 0 : Int32(min((until - nowMicros + 999) / 1_000, 60_000))
+        }
+        _ = poll(&fds, 2, timeout)
+        var counter: UInt64 = 0
+        _ = read(wake, &counter, 8)
+    }
+
+    private func signalWake() {
+        var one: UInt64 = 1
+        _ = write(wake, &one, 8)
+    }
+
+    private func sendReplies() {
+        let ready: [(message: OpaquePointer, reply: Reply)] = replies.withLock { pending in
+            defer { pending = [] }
+            return pending
+        }
+        for (message, reply) in ready {
+            let r: Int32
+            switch reply {
+            case .json(let text): r = brokerd_bus_reply_s(message, text)
+            case .error(let name, let text): r = brokerd_bus_reply_error(message, name, text)
+            }
+            if r < 0 { logger.notice("D-Bus answer not sent", metadata: ["error": "\(Self.errorText(r))"]) }
+            sd_bus_message_unref(message)
+        }
+    }
+
+    // MARK: Calls
+
+    /// On the bus thread: checks the caller, then answers from a task (the reply is sent by the bus thread).
+    private func handle(_ message: OpaquePointer) -> Int32 {
+        let method = sd_bus_message_get_member(message).map { String(cString: $0) } ?? ""
+        var version: UnsafePointer<CChar>?, correlation: UnsafePointer<CChar>?, request: UnsafePointer<CChar>?
+        let r = brokerd_bus_read_sss(message, &version, &correlation, &request)
+        guard r >= 0 else { return r }  // sd-bus answers the caller with the error
+        var uid: uid_t = 0, pid: pid_t = 0
+        var exe = [CChar](repeating: 0, count: 4_096)
+        guard brokerd_bus_sender(message, &uid, &pid, &exe, exe.count) >= 0, uid == ownUID else {
+            logger.warning("D-Bus call refused: the caller runs as another user", metadata: [
+                "method": "\(method)", "client_pid": "\(pid)", "client_uid": "\(uid)",
+            ])
+            return brokerd_bus_reply_error(message, "org.freedesktop.DBus.Error.AccessDenied",
+                                           "brokerd serves uid \(ownUID) only")
+        }
+        let correlationId = correlation.map { String(cString: $0) } ?? ""
+        let requestJSON = request.map { String(cString: $0) } ?? ""
+        let executable = exe.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        let caller = Broker1Methods.Caller(pid: pid, executable: executable.isEmpty ? nil : executable)
+        sd_bus_message_ref(message)
+        let pending = PendingCall(message)
+        Task {
+            let answer = await self.methods.answer(method: method, correlationId: correlationId, request: requestJSON,
+                                                   caller: caller)
+            self.replies.withLock { $0.append((pending.message, .json(answer))) }
+            self.signalWake()
+        }
+        return 1
+    }
+
+    static func errorText(_ code: Int32) -> String { String(cString: strerror(-code)) }
+}
+
+/// A referenced sd-bus message on its way to a task and back: only the bus thread touches it.
+private struct PendingCall: @unchecked Sendable {
+    let message: OpaquePointer
+    init(_ message: OpaquePointer) { self.message = message }
+}

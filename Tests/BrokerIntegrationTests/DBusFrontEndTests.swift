@@ -1,0 +1,168 @@
+import Foundation
+import XCTest
+
+/// brokerd's com.microsoft.identity.broker1 front end on a private `dbus-daemon --session`, called with busctl (a real
+/// D-Bus client) in the request shapes msal-python's pymsalruntime sends (shared/reference/linux-broker-dbus.md),
+/// answered from a real daemon and its cache.
+final class DBusFrontEndTests: XCTestCase {
+    private var bus: ChildProcess?
+    private var busAddress = ""
+    private let directory = TemporaryDirectory("brokerd-dbus")
+    static let tenant = "72f988bf-0000-0000-0000-000000000001"
+    static let alice = CacheFixture.alice
+
+    override func setUpWithError() throws {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon") else {
+            throw XCTSkip("dbus-daemon is not installed (apt-get install dbus-daemon)")
+        }
+        let path = directory.path + "/bus"
+        busAddress = "unix:path=\(path)"
+        bus = try ChildProcess("/usr/bin/dbus-daemon", ["--session", "--address=\(busAddress)", "--nofork", "--nopidfile"],
+                               environment: ProcessInfo.processInfo.environment, logPath: directory.path + "/dbus.log")
+        for _ in 0..<500 where !FileManager.default.fileExists(atPath: path) { usleep(10_000) }
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path), "the private bus did not start")
+    }
+
+    override func tearDown() {
+        if let bus, bus.isRunning {
+            kill(bus.processIdentifier, SIGTERM)
+            bus.waitUntilExit()
+        }
+    }
+
+    private func daemon(dbus: Bool = true) throws -> Daemon {
+        let daemon = try Daemon(config: "background_refresh = false\nallow_root = true\n")
+        daemon.environment["DBUS_SESSION_BUS_ADDRESS"] = busAddress
+        if dbus { daemon.extraArguments = ["--dbus-broker"] }
+        try daemon.start()
+        return daemon
+    }
+
+    /// A JWT with the claims MSAL clients read (unsigned: clients do not check it, and brokerd does not sign).
+    private func idToken(_ username: String) -> String {
+        func part(_ json: String) -> String {
+            Data(json.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        }
+        return part(#"{"alg":"none","typ":"JWT"}"#) + "." + part("""
+            {"preferred_username":"\(username)","name":"Alice","oid":"00000000-0000-0000-0000-0000000a11ce","tid":"\(Self.tenant)"}
+            """) + "."
+    }
+
+    private func importAlice(_ daemon: Daemon) throws {
+        var json = CacheFixture.twoAppsTwoAccounts.json
+        json = json.replacingOccurrences(of: "fake-idt-alice-a", with: idToken("Alice@Contoso.example"))
+        let file = directory.path + "/cache.json"
+        try json.write(toFile: file, atomically: true, encoding: .utf8)
+        let imported = try daemon.ctl(["import", file])
+        XCTAssertEqual(imported.status, 0, imported.stderr)
+    }
+
+    /// One broker method through busctl: the answer's JSON object, or nil when the call failed (stderr in `failure`).
+    private func call(_ method: String, _ request: String, failure: inout String) throws -> [String: Any]? {
+        let result = try runCommand("/usr/bin/busctl", [
+            "--address=\(busAddress)", "--json=short", "call", "com.microsoft.identity.broker1",
+            "/com/microsoft/identity/broker1", "com.microsoft.identity.Broker1", method, "sss", "0.0",
+            "fake-correlation-id", request,
+        ])
+        failure = result.stderr
+        guard result.status == 0,
+              let reply = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+              let text = (reply["data"] as? [String])?.first else { return nil }
+        return try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]
+    }
+
+    private func call(_ method: String, _ request: String, file: StaticString = #filePath, line: UInt = #line) throws -> [String: Any] {
+        var failure = ""
+        for _ in 0..<200 {  // brokerd may still be taking the name
+            if let answer = try call(method, request, failure: &failure) { return answer }
+            usleep(25_000)
+        }
+        XCTFail("\(method) failed: \(failure)", file: file, line: line)
+        return [:]
+    }
+
+    private func silentRequest(account: String?) -> String {
+        let accountJSON = account.map { #"{"homeAccountId":"\#($0)","environment":"login.microsoftonline.com","realm":"\#(Self.tenant)","username":"alice@contoso.example"}"# } ?? "null"
+        return """
+            {"authParameters":{"accessTokenToRenew":"","account":\(accountJSON),"authority":"https://login.microsoftonline.com/\(Self.tenant)",\
+            "authorizationType":1,"clientId":"client-a","decodedClaims":"","isSignIn":\(account == nil),"popParams":null,\
+            "redirectUri":"https://login.microsoftonline.com/common/oauth2/nativeclient","requestedScopes":["User.Read"],\
+            "username":"","uxContextHandle":-1}}
+            """
+    }
+
+    private func error(_ answer: [String: Any]) -> [String: Any]? {
+        (answer["brokerTokenResponse"] as? [String: Any])?["error"] as? [String: Any]
+    }
+
+    func testPingVersionAndAnEmptyBroker() throws {
+        let daemon = try daemon()
+        XCTAssertEqual(try call("getLinuxBrokerVersion", "{}")["linuxBrokerVersion"] as? String, "0.1.0")
+        let ping = try runCommand("/usr/bin/busctl", ["--address=\(busAddress)", "call", "com.microsoft.identity.broker1",
+                                                     "/com/microsoft/identity/broker1", "org.freedesktop.DBus.Peer", "Ping"])
+        XCTAssertEqual(ping.status, 0, ping.stderr)
+        XCTAssertEqual((try call("getAccounts", #"{"clientId":"client-a","redirectUri":"client-a"}"#)["accounts"] as? [Any])?.count, 0)
+        let silent = try XCTUnwrap(error(try call("acquireTokenSilently", silentRequest(account: nil))))
+        XCTAssertEqual(silent["status"] as? Int, 2, "InteractionRequired: the client falls back to interactive")
+        for key in ["errorCode", "tag", "context"] { XCTAssertNotNil(silent[key], key) }
+        XCTAssertTrue(daemon.log.contains("method=acquireTokenSilently"), daemon.log)
+        XCTAssertTrue(daemon.log.contains("client_exe=/usr/bin/busctl"), "the caller's executable is logged")
+    }
+
+    func testAccountsAndACachedTokenAsMSALReadsThem() throws {
+        let daemon = try daemon()
+        try importAlice(daemon)
+        let accounts = try XCTUnwrap(try call("getAccounts", #"{"clientId":"client-a","redirectUri":"client-a"}"#)["accounts"] as? [[String: Any]])
+        let alice = try XCTUnwrap(accounts.first { $0["homeAccountId"] as? String == Self.alice })
+        XCTAssertEqual(alice["environment"] as? String, "login.microsoftonline.com")
+        XCTAssertEqual(alice["realm"] as? String, Self.tenant)
+        XCTAssertEqual(alice["localAccountId"] as? String, "00000000-0000-0000-0000-0000000a11ce")
+        XCTAssertEqual(alice["username"] as? String, "Alice@Contoso.example")
+        let clientInfo = try XCTUnwrap(alice["clientInfo"] as? String)
+        XCTAssertTrue(String(decoding: Data(base64Encoded: clientInfo + "==") ?? Data(), as: UTF8.self)
+            .contains(#""utid":"\#(Self.tenant)""#), clientInfo)
+
+        let answer = try call("acquireTokenSilently", silentRequest(account: Self.alice))
+        let token = try XCTUnwrap(answer["brokerTokenResponse"] as? [String: Any], "\(answer.keys)")
+        XCTAssertTrue(token["accessToken"] as? String == "fake-at-alice-a")
+        XCTAssertEqual(token["accessTokenType"] as? Int, 0)
+        XCTAssertEqual(token["expiresOn"] as? Int, 4_000_000_000_000, "epoch milliseconds")
+        XCTAssertEqual(token["extendedExpiresOn"] as? Int, 4_000_000_000_000)
+        XCTAssertEqual(token["clientInfo"] as? String, clientInfo)
+        XCTAssertTrue((token["idToken"] as? String)?.hasPrefix("eyJ") == true)
+        XCTAssertNil(token["grantedScopes"], "left out: the client refuses a list that misses a requested scope")
+
+        // Two accounts for client-a (Alice and Bob): a silent sign-in without an account cannot pick one.
+        XCTAssertEqual(error(try call("acquireTokenSilently", silentRequest(account: nil)))?["status"] as? Int, 2)
+    }
+
+    func testRemovalForOneAppKeepsTheOther() throws {
+        let daemon = try daemon()
+        try importAlice(daemon)
+        XCTAssertNotNil(try call("removeAccount", #"{"clientId":"client-b","account":{"homeAccountId":"\#(Self.alice)"}}"#))
+        let forB = try call("getAccounts", #"{"clientId":"client-b","redirectUri":"client-b"}"#)["accounts"] as? [[String: Any]]
+        XCTAssertEqual(forB?.contains { $0["homeAccountId"] as? String == Self.alice }, false, "removed from client-b")
+        XCTAssertEqual(forB?.count, 1, "Bob, whom client-b never removed, is still offered to it (single sign-on)")
+        let forA = try call("getAccounts", #"{"clientId":"client-a","redirectUri":"client-a"}"#)["accounts"] as? [[String: Any]]
+        XCTAssertTrue(forA?.contains { $0["homeAccountId"] as? String == Self.alice } == true, "client-a keeps SSO")
+    }
+
+    func testTheNameIsNeverTakenFromItsOwner() throws {
+        let first = try daemon()
+        XCTAssertNotNil(try call("getLinuxBrokerVersion", "{}")["linuxBrokerVersion"])
+        let second = try daemon()
+        for _ in 0..<200 where !second.log.contains("another process owns") { usleep(25_000) }
+        XCTAssertTrue(second.log.contains("another process owns com.microsoft.identity.broker1"), second.log)
+        first.stop()
+        // The owner left: the name is free (nobody queued for it), and the second broker serves its socket still.
+        XCTAssertEqual(try second.ctl(["status"]).status, 0)
+    }
+
+    func testWithoutTheFlagNothingIsServedOnTheBus() throws {
+        let daemon = try daemon(dbus: false)
+        var failure = ""
+        XCTAssertNil(try call("getLinuxBrokerVersion", "{}", failure: &failure))
+        XCTAssertTrue(failure.contains("com.microsoft.identity.broker1") || !failure.isEmpty, failure)
+    }
+}
