@@ -16,11 +16,17 @@ public struct Broker1Methods: Sendable {
     let broker: Broker
     let version: String
     let logger: Logger
+    /// Sign-ins running for D-Bus callers (their broker request ids), for cancelInteractiveFlow.
+    let flows = RunningFlows()
+    /// Under the clients' 300 s D-Bus call timeout, so that a sign-in that runs out is answered (UserCanceled)
+    /// instead of the caller getting NoReply.
+    let interactiveLimit: Duration
 
-    public init(broker: Broker, version: String, logger: Logger) {
+    public init(broker: Broker, version: String, logger: Logger, interactiveLimit: Duration = .seconds(285)) {
         self.broker = broker
         self.version = version
         self.logger = logger
+        self.interactiveLimit = interactiveLimit
     }
 
     public func answer(method: String, correlationId: String, request: String, caller: Caller) async -> String {
@@ -37,12 +43,12 @@ public struct Broker1Methods: Sendable {
         case "removeAccount":
             response = await removeAccount(params)
         case "cancelInteractiveFlow":
-            // No sign-in runs through this front end yet (acquireTokenInteractively is not built), so there is
-            // nothing to cancel: `{}` is what the client accepts.
+            // The request names no flow (pymsalruntime sends an error object with a new correlation id): every sign-in
+            // started through D-Bus is cancelled. `{}` is what the client accepts.
+            for id in flows.all() { _ = await broker.cancelInteractiveFlow(id) }
             response = .object(JSONObject())
         case "acquireTokenInteractively":
-            response = Self.tokenError(status: .unexpected, tag: 0x6272_0001,
-                                       context: "brokerd does not sign in through D-Bus yet; use brokerctl login or the socket API")
+            response = await interactiveToken(params, correlationId: correlationId)
         case "acquirePrtSsoCookie":
             response = Self.tokenError(status: .deviceNotRegistered, tag: 0x6272_0002,
                                        context: "brokerd holds no Primary Refresh Token: the device is not joined to Entra ID")

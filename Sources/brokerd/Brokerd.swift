@@ -41,7 +41,7 @@ struct Brokerd: AsyncParsableCommand {
     var logLevel: Logger.Level?
 
     @Flag(name: .customLong("dbus-broker"),
-          help: "Also serve com.microsoft.identity.broker1 on the D-Bus session bus (incomplete: no interactive sign-in yet).")
+          help: "Also serve com.microsoft.identity.broker1 on the D-Bus session bus (incomplete: see the README).")
     var dbusBroker = false
 
     func run() async throws {

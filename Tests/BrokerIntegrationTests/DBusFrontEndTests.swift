@@ -1,6 +1,10 @@
 import Foundation
 import XCTest
 
+private func JSONStringQuote(_ text: String) -> String {
+    String(decoding: try! JSONSerialization.data(withJSONObject: [text]), as: UTF8.self).dropFirst().dropLast().description
+}
+
 /// brokerd's com.microsoft.identity.broker1 front end on a private `dbus-daemon --session`, called with busctl (a real
 /// D-Bus client) in the request shapes msal-python's pymsalruntime sends (shared/reference/linux-broker-dbus.md),
 /// answered from a real daemon and its cache.
@@ -82,14 +86,35 @@ final class DBusFrontEndTests: XCTestCase {
         return [:]
     }
 
-    private func silentRequest(account: String?) -> String {
-        let accountJSON = account.map { #"{"homeAccountId":"\#($0)","environment":"login.microsoftonline.com","realm":"\#(Self.tenant)","username":"alice@contoso.example"}"# } ?? "null"
+    private func silentRequest(account: String?, client: String = "client-a",
+                               authority: String = "https://login.microsoftonline.com/\(tenant)",
+                               scope: String = "User.Read") -> String {
+        let accountJSON = account.map { #"{"homeAccountId":"\#($0)","environment":"login.microsoftonline.com","username":"alice@contoso.example"}"# } ?? "null"
         return """
-            {"authParameters":{"accessTokenToRenew":"","account":\(accountJSON),"authority":"https://login.microsoftonline.com/\(Self.tenant)",\
-            "authorizationType":1,"clientId":"client-a","decodedClaims":"","isSignIn":\(account == nil),"popParams":null,\
-            "redirectUri":"https://login.microsoftonline.com/common/oauth2/nativeclient","requestedScopes":["User.Read"],\
+            {"authParameters":{"accessTokenToRenew":"","account":\(accountJSON),"authority":"\(authority)",\
+            "authorizationType":1,"clientId":"\(client)","decodedClaims":"","isSignIn":\(account == nil),"popParams":null,\
+            "redirectUri":"https://login.microsoftonline.com/common/oauth2/nativeclient","requestedScopes":["\(scope)"],\
             "username":"","uxContextHandle":-1}}
             """
+    }
+
+    /// acquireTokenInteractively as pymsalruntime sends it (authorizationType 6, `username` the login hint).
+    private func interactiveRequest(client: String, username: String = "", claims: String = "") -> String {
+        """
+        {"authParameters":{"accessTokenToRenew":"","account":null,"authority":"https://login.microsoftonline.com/common",\
+        "authorizationType":6,"clientId":"\(client)","decodedClaims":\(JSONStringQuote(claims)),"isSignIn":true,\
+        "parentWindow":{"handle":1},"popParams":null,"redirectUri":"https://login.microsoftonline.com/common/oauth2/nativeclient",\
+        "requestedScopes":["\(TestEntra.graph)"],"username":"\(username)","uxContextHandle":-1},"parentWindowHandle":1}
+        """
+    }
+
+    private func entraDaemon(_ entra: TestEntra, browser: String = TestIdP.fakeBrowser) throws -> Daemon {
+        let daemon = try Daemon(config: entra.brokerConfig)
+        daemon.environment = ["BROWSER": browser, "IDP_BROWSER_LOG": entra.directory.path + "/browser.log",
+                              "DBUS_SESSION_BUS_ADDRESS": busAddress]
+        daemon.extraArguments = ["--dbus-broker"]
+        try daemon.start()
+        return daemon
     }
 
     private func error(_ answer: [String: Any]) -> [String: Any]? {
@@ -146,6 +171,67 @@ final class DBusFrontEndTests: XCTestCase {
         XCTAssertEqual(forB?.count, 1, "Bob, whom client-b never removed, is still offered to it (single sign-on)")
         let forA = try call("getAccounts", #"{"clientId":"client-a","redirectUri":"client-a"}"#)["accounts"] as? [[String: Any]]
         XCTAssertTrue(forA?.contains { $0["homeAccountId"] as? String == Self.alice } == true, "client-a keeps SSO")
+    }
+
+    /// The browser sign-in that msal-python's acquire_token_interactive starts, then silent calls from the cache for
+    /// the D-Bus client and for a brokerd-native client (brokerctl): single sign-on across the two front ends.
+    func testInteractiveSignInThenSilentForBothFrontEnds() throws {
+        let entra = try TestEntra()
+        let daemon = try entraDaemon(entra)
+        try entra.control("/test/next-signin?username=alice@contoso.example")
+        let answer = try call("acquireTokenInteractively", interactiveRequest(client: TestEntra.famA, username: "alice@contoso.example"))
+        let token = try XCTUnwrap(answer["brokerTokenResponse"] as? [String: Any], "\(answer) \(daemon.log)")
+        let accessToken = try XCTUnwrap(token["accessToken"] as? String)
+        XCTAssertFalse(accessToken.isEmpty)
+        XCTAssertGreaterThan(token["expiresOn"] as? Int ?? 0, Int(Date().timeIntervalSince1970) * 1_000, "epoch milliseconds")
+        let payload = try XCTUnwrap((token["idToken"] as? String)?.split(separator: ".").dropFirst().first)
+        let claims = String(decoding: Data(base64Encoded: base64(String(payload))) ?? Data(), as: UTF8.self)
+        XCTAssertTrue(claims.contains(#""preferred_username": "alice@contoso.example""#)
+                      || claims.contains(#""preferred_username":"alice@contoso.example""#), claims)
+        let clientInfo = String(decoding: Data(base64Encoded: base64(token["clientInfo"] as? String ?? "")) ?? Data(), as: UTF8.self)
+        XCTAssertTrue(clientInfo.contains("a1ce0000-0000-4000-8000-000000000001") && clientInfo.contains(TestEntra.contoso), clientInfo)
+
+        let hid = "a1ce0000-0000-4000-8000-000000000001.\(TestEntra.contoso)"
+        let silent = try call("acquireTokenSilently", silentRequest(account: hid, client: TestEntra.famA,
+                                                                    authority: "https://login.microsoftonline.com/common",
+                                                                    scope: TestEntra.graph))
+        XCTAssertTrue((silent["brokerTokenResponse"] as? [String: Any])?["accessToken"] as? String == accessToken, "from the cache")
+        let native = try daemon.ctl(["token", "--client-id", TestEntra.famA, "--authority", "https://login.microsoftonline.com/common",
+                                     "--scope", TestEntra.graph])
+        XCTAssertEqual(native.status, 0, native.stderr)
+        XCTAssertTrue(native.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == accessToken,
+                      "the socket API's client gets the token the D-Bus client signed in for")
+        XCTAssertEqual(try entra.tokenRequests().count, 1, "one sign-in, no refresh")
+    }
+
+    /// A sign-in whose browser never comes back is ended by cancelInteractiveFlow (as pymsalruntime sends it), and the
+    /// waiting call is answered UserCanceled.
+    func testCancelEndsARunningSignIn() throws {
+        let entra = try TestEntra()
+        let daemon = try entraDaemon(entra, browser: "/bin/true")
+        _ = try call("getLinuxBrokerVersion", "{}")  // serving on the bus
+        let waiting = Process()
+        waiting.executableURL = URL(fileURLWithPath: "/usr/bin/busctl")
+        waiting.arguments = ["--address=\(busAddress)", "--json=short", "call", "com.microsoft.identity.broker1",
+                             "/com/microsoft/identity/broker1", "com.microsoft.identity.Broker1", "acquireTokenInteractively",
+                             "sss", "0.0", "fake-correlation-id", interactiveRequest(client: TestEntra.famA)]
+        let output = Pipe()
+        waiting.standardOutput = output
+        try waiting.run()
+        usleep(700_000)  // the sign-in has started (its browser ran and exited)
+        let cancel = #"{"error":{"context":"The InteractiveRequest was canceled on behalf of the user","diagnostics":null,"errorCode":0,"status":7,"subStatus":0,"tag":579379414}}"#
+        XCTAssertNotNil(try call("cancelInteractiveFlow", cancel))
+        let reply = output.fileHandleForReading.readDataToEndOfFile()  // ends when busctl exits
+        waiting.waitUntilExit()
+        let text = ((try? JSONSerialization.jsonObject(with: reply)) as? [String: Any]).flatMap { ($0["data"] as? [String])?.first } ?? ""
+        let answer = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] ?? [:]
+        XCTAssertEqual(error(answer)?["status"] as? Int, 7, "UserCanceled: \(answer) \(daemon.log)")
+    }
+
+    private func base64(_ base64url: String) -> String {
+        var text = base64url.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while text.count % 4 != 0 { text += "=" }
+        return text
     }
 
     func testTheNameIsNeverTakenFromItsOwner() throws {
