@@ -4,7 +4,7 @@ import Glibc
 import Darwin
 #endif
 
-/// brokerd's configuration file (TOML subset), default `$XDG_CONFIG_HOME/brokerd/config.toml`.
+/// brokerd's configuration file (TOML 1.0.0), default `$XDG_CONFIG_HOME/brokerd/config.toml`.
 /// A missing file means all defaults; a file with a mistake is refused with the line and the reason.
 public struct BrokerConfiguration: Sendable, Equatable {
     public enum KeyStoreSetting: String, Sendable, Equatable { case file, memory }
@@ -43,6 +43,8 @@ public struct BrokerConfiguration: Sendable, Equatable {
     public var clientCapabilities: [String] = []
     /// Renew recently used access tokens before they expire, and keep idle refresh tokens alive.
     public var backgroundRefresh = true
+    /// Serve com.microsoft.identity.broker1 on the D-Bus session bus. Off until that front end is complete (issue #12).
+    public var dbusBroker = false
     /// Seconds between the background refresh's checks of the wall clock.
     public var refreshCheckIntervalSeconds = 60
     /// Renew a recently used access token this many seconds before it expires.
@@ -106,81 +108,121 @@ public struct BrokerConfiguration: Sendable, Equatable {
 
     public static func parse(_ text: String) throws(TOMLError) -> BrokerConfiguration {
         var config = BrokerConfiguration()
-        for (name, table) in try TOMLSubset.parse(text) {
-            if name.isEmpty {
-                for entry in table.entries { try config.apply(entry.key, entry.value, line: entry.line) }
-            } else if name.hasPrefix("profile.") {
-                let profileName = String(name.dropFirst("profile.".count))
-                config.profiles[profileName] = try Profile(table: table, name: profileName)
-            } else {
-                throw TOMLError(line: table.headerLine, message: "unknown table [\(name)]")
+        for entry in try TOML.parse(text).entries {
+            guard entry.key == "profile" else {
+                try config.apply(entry)
+                continue
+            }
+            // `[profile.NAME]`, `profile.NAME.client_id = …` and `[profile]` + `NAME = { … }` all land here.
+            guard case .table(let profiles) = entry.value else {
+                throw TOMLError(line: entry.line, message: "'profile' must be a table of profiles ([profile.NAME])")
+            }
+            for profile in profiles.entries {
+                guard case .table(let table) = profile.value else {
+                    throw TOMLError(line: profile.line, message: "'\(profile.key)' in [profile] is not a profile: "
+                                    + "a profile's settings go in [profile.NAME]")
+                }
+                config.profiles[profile.key] = try Profile(table: table, name: profile.key)
             }
         }
         return config
     }
 
-    private mutating func apply(_ key: String, _ value: TOMLValue, line: Int) throws(TOMLError) {
-        func int(_ range: ClosedRange<Int>) throws(TOMLError) -> Int {
-            guard case .integer(let n) = value, range.contains(n) else {
-                throw TOMLError(line: line, message: "'\(key)' must be an integer in \(range.lowerBound)...\(range.upperBound)")
-            }
-            return n
+    /// Names an unknown key the way it was written: `[server.tls]` for a header (whose parents are implicit),
+    /// `server.port` for a dotted key.
+    private static func unknown(_ entry: TOMLTable.Entry) -> TOMLError {
+        var parts = [entry.key]
+        var value = entry.value
+        while case .table(let table) = value, table.origin == .implicit || table.origin == .dottedKeys,
+              let first = table.entries.first {
+            parts.append(first.key)
+            value = first.value
         }
-        func strings() throws(TOMLError) -> [String] {
-            guard case .array(let items) = value else { throw TOMLError(line: line, message: "'\(key)' must be an array of strings") }
-            return try items.map { (item) throws(TOMLError) -> String in
-                guard case .string(let s) = item else { throw TOMLError(line: line, message: "'\(key)' must be an array of strings") }
-                return s
-            }
+        let name = TOML.dottedKey(parts)
+        switch value {
+        case .table(let table) where table.origin == .header:
+            return TOMLError(line: entry.line, message: "unknown table [\(name)]")
+        case .array(let items) where items.first.map(isHeaderTable) == true:
+            return TOMLError(line: entry.line, message: "unknown table [[\(name)]]")
+        default:
+            return TOMLError(line: entry.line, message: "unknown setting '\(name)'")
         }
-        func string() throws(TOMLError) -> String {
-            guard case .string(let s) = value else { throw TOMLError(line: line, message: "'\(key)' must be a string") }
-            return s
-        }
-        switch key {
+    }
+
+    private static func isHeaderTable(_ value: TOMLValue) -> Bool {
+        if case .table(let table) = value { return table.origin == .header }
+        return false
+    }
+
+    private mutating func apply(_ entry: TOMLTable.Entry) throws(TOMLError) {
+        switch entry.key {
         case "key_store":
-            guard let setting = KeyStoreSetting(rawValue: try string()) else {
-                throw TOMLError(line: line, message: "'key_store' must be \"file\" or \"memory\"")
+            guard let setting = KeyStoreSetting(rawValue: try entry.string()) else {
+                throw TOMLError(line: entry.line, message: "'key_store' must be \"file\" or \"memory\"")
             }
             keyStore = setting
-        case "key_file": keyFile = try string()
-        case "allow_root":
-            guard case .bool(let b) = value else { throw TOMLError(line: line, message: "'allow_root' must be true or false") }
-            allowRoot = b
-        case "max_connections": maxConnections = try int(1...100_000)
-        case "idle_timeout": idleTimeoutSeconds = try int(1...86_400)
-        case "shutdown_grace": shutdownGraceSeconds = try int(0...300)
-        case "write_delay_ms": writeDelayMilliseconds = try int(0...10_000)
-        case "default_authority": defaultAuthority = try string()
-        case "ca_file": caFile = try string()
-        case "allow_loopback_http":
-            guard case .bool(let b) = value else { throw TOMLError(line: line, message: "'allow_loopback_http' must be true or false") }
-            allowLoopbackHTTP = b
+        case "key_file": keyFile = try entry.string()
+        case "allow_root": allowRoot = try entry.bool()
+        case "max_connections": maxConnections = try entry.int(1...100_000)
+        case "idle_timeout": idleTimeoutSeconds = try entry.int(1...86_400)
+        case "shutdown_grace": shutdownGraceSeconds = try entry.int(0...300)
+        case "write_delay_ms": writeDelayMilliseconds = try entry.int(0...10_000)
+        case "default_authority": defaultAuthority = try entry.string()
+        case "ca_file": caFile = try entry.string()
+        case "allow_loopback_http": allowLoopbackHTTP = try entry.bool()
         case "open_browser":
-            let policy = try string()
-            guard ["auto", "always", "never"].contains(policy) else {
-                throw TOMLError(line: line, message: "'open_browser' must be \"auto\", \"always\" or \"never\"")
-            }
-            openBrowser = policy
-        case "interactive_timeout": interactiveTimeoutSeconds = try int(10...3600)
-        case "microsoft_base_url": microsoftBaseURL = try string()
-        case "trusted_authority_hosts": trustedAuthorityHosts = try strings()
-        case "b2c_hosts": b2cHosts = try strings()
-        case "client_capabilities": clientCapabilities = try strings()
-        case "background_refresh":
-            guard case .bool(let b) = value else { throw TOMLError(line: line, message: "'background_refresh' must be true or false") }
-            backgroundRefresh = b
-        case "refresh_check_interval": refreshCheckIntervalSeconds = try int(1...3600)
-        case "renew_ahead": renewAheadSeconds = try int(0...86_400)
-        case "keepalive_days": keepAliveDays = try int(1...89)
+            openBrowser = try entry.string(oneOf: ["auto", "always", "never"],
+                                           else: "'open_browser' must be \"auto\", \"always\" or \"never\"")
+        case "interactive_timeout": interactiveTimeoutSeconds = try entry.int(10...3600)
+        case "microsoft_base_url": microsoftBaseURL = try entry.string()
+        case "trusted_authority_hosts": trustedAuthorityHosts = try entry.strings()
+        case "b2c_hosts": b2cHosts = try entry.strings()
+        case "client_capabilities": clientCapabilities = try entry.strings()
+        case "background_refresh": backgroundRefresh = try entry.bool()
+        case "dbus_broker": dbusBroker = try entry.bool()
+        case "refresh_check_interval": refreshCheckIntervalSeconds = try entry.int(1...3600)
+        case "renew_ahead": renewAheadSeconds = try entry.int(0...86_400)
+        case "keepalive_days": keepAliveDays = try entry.int(1...89)
         case "log_level":
-            let level = try string()
-            guard ["trace", "debug", "info", "notice", "warning", "error", "critical"].contains(level) else {
-                throw TOMLError(line: line, message: "'log_level' must be one of trace, debug, info, notice, warning, error, critical")
-            }
-            logLevel = level
+            logLevel = try entry.string(
+                oneOf: ["trace", "debug", "info", "notice", "warning", "error", "critical"],
+                else: "'log_level' must be one of trace, debug, info, notice, warning, error, critical")
         default:
-            throw TOMLError(line: line, message: "unknown setting '\(key)'")
+            throw Self.unknown(entry)
+        }
+    }
+}
+
+/// A setting's value of the expected type, or an error naming the setting's line.
+private extension TOMLTable.Entry {
+    func int(_ range: ClosedRange<Int>) throws(TOMLError) -> Int {
+        guard case .integer(let n) = value, let n = Int(exactly: n), range.contains(n) else {
+            throw TOMLError(line: line, message: "'\(key)' must be an integer in \(range.lowerBound)...\(range.upperBound)")
+        }
+        return n
+    }
+
+    func bool() throws(TOMLError) -> Bool {
+        guard case .bool(let b) = value else { throw TOMLError(line: line, message: "'\(key)' must be true or false") }
+        return b
+    }
+
+    func string() throws(TOMLError) -> String {
+        guard case .string(let s) = value else { throw TOMLError(line: line, message: "'\(key)' must be a string") }
+        return s
+    }
+
+    func string(oneOf allowed: [String], else message: String) throws(TOMLError) -> String {
+        let s = try string()
+        guard allowed.contains(s) else { throw TOMLError(line: line, message: message) }
+        return s
+    }
+
+    func strings() throws(TOMLError) -> [String] {
+        guard case .array(let items) = value else { throw TOMLError(line: line, message: "'\(key)' must be an array of strings") }
+        return try items.map { (item) throws(TOMLError) -> String in
+            guard case .string(let s) = item else { throw TOMLError(line: line, message: "'\(key)' must be an array of strings") }
+            return s
         }
     }
 }
@@ -188,8 +230,9 @@ public struct BrokerConfiguration: Sendable, Equatable {
 extension BrokerConfiguration.Profile {
     init(table: TOMLTable, name: String) throws(TOMLError) {
         var clientId: String?, authority: String?, scopes: [String] = []
-        for (key, value, line) in table.entries {
-            switch (key, value) {
+        for entry in table.entries {
+            let (key, line) = (entry.key, entry.line)
+            switch (key, entry.value) {
             case ("client_id", .string(let s)): clientId = s
             case ("authority", .string(let s)): authority = s
             case ("scopes", .array(let items)):
@@ -201,7 +244,7 @@ extension BrokerConfiguration.Profile {
                 throw TOMLError(line: line, message: "profile '\(name)': unknown or mistyped setting '\(key)'")
             }
         }
-        guard let clientId else { throw TOMLError(line: table.headerLine, message: "profile '\(name)' needs client_id") }
+        guard let clientId else { throw TOMLError(line: table.line, message: "profile '\(name)' needs client_id") }
         self.init(clientId: clientId, authority: authority, scopes: scopes)
     }
 }

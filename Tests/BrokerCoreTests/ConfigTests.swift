@@ -45,6 +45,12 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(config.writeDelayMilliseconds, 0)
         XCTAssertNil(config.logLevel)
         XCTAssertEqual(config.profiles, [:])
+        XCTAssertFalse(config.dbusBroker, "the D-Bus front end is off until it is complete")
+    }
+
+    func testDBusBroker() throws {
+        XCTAssertTrue(try BrokerConfiguration.parse("dbus_broker = true").dbusBroker)
+        XCTAssertThrowsError(try BrokerConfiguration.parse("dbus_broker = \"yes\""))
     }
 
     func testFullValidFile() throws {
@@ -118,7 +124,13 @@ final class ConfigTests: XCTestCase {
     func testUnknownTable() {
         let text = "max_connections = 8\n\n[server]\nport = 8080\n"
         XCTAssertEqual(error(text)?.message, "unknown table [server]")
-        XCTAssertEqual(error("[profile]\nclient_id = \"c\"\n")?.message, "unknown table [profile]")
+        // [profile] itself is known now (it can hold `NAME = { … }`), but settings directly in it are not profiles.
+        XCTAssertEqual(error("[profile]\nclient_id = \"c\"\n"),
+                       TOMLError(line: 2, message: "'client_id' in [profile] is not a profile: a profile's settings go in [profile.NAME]"))
+        XCTAssertEqual(error("max_connections = 8\n[server.tls]\n"), TOMLError(line: 2, message: "unknown table [server.tls]"))
+        XCTAssertEqual(error("server.port = 1\n"), TOMLError(line: 1, message: "unknown setting 'server.port'"))
+        XCTAssertEqual(error("\n[[server]]\n"), TOMLError(line: 2, message: "unknown table [[server]]"))
+        XCTAssertEqual(error("profile = 1\n")?.message, "'profile' must be a table of profiles ([profile.NAME])")
     }
 
     /// The error names the line of the table header — also when the table is empty (there is no entry line
@@ -128,6 +140,44 @@ final class ConfigTests: XCTestCase {
                        TOMLError(line: 3, message: "unknown table [server]"))
         XCTAssertEqual(error("max_connections = 8\n\n[server]\n"),
                        TOMLError(line: 3, message: "unknown table [server]"))
+    }
+
+    /// Any TOML way of writing a profile configures the same profile.
+    func testProfilesFromDottedKeysAndInlineTables() throws {
+        let headers = try BrokerConfiguration.parse("[profile.graph]\nclient_id = \"c\"\nscopes = [\"a\"]\n")
+        let dotted = try BrokerConfiguration.parse("profile.graph.client_id = \"c\"\nprofile.graph.scopes = [\"a\"]\n")
+        let inline = try BrokerConfiguration.parse("[profile]\ngraph = { client_id = \"c\", scopes = [\"a\"] }\n")
+        let mixed = try BrokerConfiguration.parse("[profile]\ngraph.client_id = \"c\"\ngraph.scopes = [\n  \"a\", # why\n]\n")
+        XCTAssertEqual(headers.profiles["graph"]?.clientId, "c")
+        XCTAssertEqual(headers.profiles["graph"]?.scopes, ["a"])
+        XCTAssertEqual(dotted, headers)
+        XCTAssertEqual(inline, headers)
+        XCTAssertEqual(mixed, headers)
+        XCTAssertEqual(error("[profile]\ng = { authority = \"x\" }\n"), TOMLError(line: 2, message: "profile 'g' needs client_id"))
+        XCTAssertEqual(error("[profile]\ng = { client_id = 5 }\n")?.message, "profile 'g': unknown or mistyped setting 'client_id'")
+    }
+
+    /// The rest of TOML 1.0.0 is accepted where the subset reader refused it.
+    func testWholeTOMLSyntax() throws {
+        let config = try BrokerConfiguration.parse("""
+            max_connections = 0x400
+            key_file = \"\"\"
+            /var/lib/brokerd/\\
+            cache.key\"\"\"
+            "log_level" = 'info'
+            trusted_authority_hosts = [
+              "login.example.com",  # ours
+              \"\"\"b.example.com\"\"\",
+            ]
+            """)
+        XCTAssertEqual(config.maxConnections, 1024)
+        XCTAssertEqual(config.keyFile, "/var/lib/brokerd/cache.key")
+        XCTAssertEqual(config.logLevel, "info")
+        XCTAssertEqual(config.trustedAuthorityHosts, ["login.example.com", "b.example.com"])
+        XCTAssertEqual(error("max_connections = 10.0"), TOMLError(line: 1, message: "'max_connections' must be an integer in 1...100000"))
+        XCTAssertEqual(error("idle_timeout = 99999999999999999999")?.message, "'99999999999999999999' does not fit in a 64-bit integer")
+        XCTAssertEqual(error("a = 1\nkey_store = \"memory\"\nkey_store = \"file\"\n"),
+                       TOMLError(line: 3, message: "'key_store' is set twice"))
     }
 
     func testProfileWithoutClientId() {
