@@ -7,6 +7,12 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash Tests/idp/setup.sh .build/idp-venv
 export BROKERD_IDP_PYTHON="$PWD/.build/idp-venv/bin/python"
+# The real msal-python + pymsalruntime for the D-Bus front end's tests (x86_64 wheels only: elsewhere those tests skip).
+if bash Tests/idp/setup.sh .build/msal-venv Tests/dbus/requirements.txt; then
+    export BROKERD_MSAL_PYTHON="$PWD/.build/msal-venv/bin/python"
+else
+    echo "test.sh: msal-python with pymsalruntime could not be installed: the real-client D-Bus tests will be skipped" >&2
+fi
 
 # The release binaries, built once (.build-release, static Swift runtime), and the .deb and .rpm made from them;
 # PackagingTests install the .deb for real and compare the .rpm with it.

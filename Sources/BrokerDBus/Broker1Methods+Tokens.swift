@@ -80,7 +80,8 @@ extension Broker1Methods {
     /// MSAL's meaning of a failure on the client's numbering; the context keeps the IdP's AADSTS text.
     static func tokenError(_ failure: TokenFailure) -> JSONValue {
         let oauth = failure.oauth
-        let context = [failure.description, oauth?.errorDescription].compactMap { $0 }.joined(separator: " | ")
+        var context = failure.description
+        if let detail = oauth?.errorDescription, !context.contains(detail) { context += " | " + detail }
         let code = oauth?.errorCodes.first ?? 0
         switch failure {
         case .interactionRequired: return tokenError(status: .interactionRequired, tag: 0x6272_0020, errorCode: code, context: context)

@@ -41,7 +41,7 @@ struct Brokerd: AsyncParsableCommand {
     var logLevel: Logger.Level?
 
     @Flag(name: .customLong("dbus-broker"),
-          help: "Also serve com.microsoft.identity.broker1 on the D-Bus session bus (incomplete: see the README).")
+          help: "Also serve com.microsoft.identity.broker1 on the D-Bus session bus, as dbus_broker = true does (incomplete: see the README).")
     var dbusBroker = false
 
     func run() async throws {
@@ -108,7 +108,7 @@ struct Brokerd: AsyncParsableCommand {
             SystemdNotifier.status("serving \(status.accounts) account(s) on \(socketPath)")
         }
 
-        let dbus = dbusBroker ? Self.startDBus(broker: broker, logger: logger) : nil
+        let dbus = dbusBroker || configuration.dbusBroker ? Self.startDBus(broker: broker, logger: logger) : nil
         let watchdog = startWatchdog(broker: broker, logger: logger)
         let backgroundRefresh: Task<Void, Never>? = configuration.backgroundRefresh ? Task {
             await broker.runBackgroundRefresh(BackgroundRefreshSettings(

@@ -9,29 +9,18 @@ private func JSONStringQuote(_ text: String) -> String {
 /// D-Bus client) in the request shapes msal-python's pymsalruntime sends (shared/reference/linux-broker-dbus.md),
 /// answered from a real daemon and its cache.
 final class DBusFrontEndTests: XCTestCase {
-    private var bus: ChildProcess?
-    private var busAddress = ""
-    private let directory = TemporaryDirectory("brokerd-dbus")
+    private var bus: PrivateSessionBus!
+    private var busAddress: String { bus.address }
+    private var directory: TemporaryDirectory { bus.directory }
     static let tenant = "72f988bf-0000-0000-0000-000000000001"
     static let alice = CacheFixture.alice
 
     override func setUpWithError() throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon") else {
-            throw XCTSkip("dbus-daemon is not installed (apt-get install dbus-daemon)")
-        }
-        let path = directory.path + "/bus"
-        busAddress = "unix:path=\(path)"
-        bus = try ChildProcess("/usr/bin/dbus-daemon", ["--session", "--address=\(busAddress)", "--nofork", "--nopidfile"],
-                               environment: ProcessInfo.processInfo.environment, logPath: directory.path + "/dbus.log")
-        for _ in 0..<500 where !FileManager.default.fileExists(atPath: path) { usleep(10_000) }
-        XCTAssertTrue(FileManager.default.fileExists(atPath: path), "the private bus did not start")
+        bus = try PrivateSessionBus()
     }
 
     override func tearDown() {
-        if let bus, bus.isRunning {
-            kill(bus.processIdentifier, SIGTERM)
-            bus.waitUntilExit()
-        }
+        bus = nil
     }
 
     private func daemon(dbus: Bool = true) throws -> Daemon {

@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Creates (or refreshes) the Python venv that runs the test IdP.
-#   usage: Tests/idp/setup.sh VENV_DIR
+# Creates (or refreshes) the Python venv that runs the test IdP, or one for another requirements file.
+#   usage: Tests/idp/setup.sh VENV_DIR [REQUIREMENTS_FILE]
 # Idempotent: when VENV_DIR already holds exactly requirements.txt (checked by a
 # stamp file with its hash and the interpreter version) it returns at once.
 set -euo pipefail
 
-if [ $# -ne 1 ] || [ -z "$1" ]; then
-    echo "usage: $0 VENV_DIR" >&2
+if [ $# -lt 1 ] || [ $# -gt 2 ] || [ -z "$1" ]; then
+    echo "usage: $0 VENV_DIR [REQUIREMENTS_FILE]" >&2
     exit 2
 fi
 VENV=$1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REQ=$HERE/requirements.txt
+REQ=${2:-$HERE/requirements.txt}
 PY=${PYTHON:-python3}
 STAMP=$VENV/.idp-requirements.stamp
 
@@ -59,6 +59,6 @@ rm -f "$STAMP"
 "$PY" -m venv --clear "$VENV"
 "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-input \
     --requirement "$REQ"
-"$VENV/bin/python" -c 'import django, oauth2_provider, oauthlib, jwcrypto, cryptography'
+[ $# -eq 2 ] || "$VENV/bin/python" -c 'import django, oauth2_provider, oauthlib, jwcrypto, cryptography'
 echo "$WANT" > "$STAMP"
 echo "setup.sh: venv ready" >&2

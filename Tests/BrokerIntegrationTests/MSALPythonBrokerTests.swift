@@ -1,0 +1,77 @@
+import Foundation
+import XCTest
+
+/// The real client: unmodified msal-python 1.39 with `enable_broker_on_linux=True` and pymsalruntime 0.20.7 (PyPI),
+/// on a private session bus with an unlocked gnome-keyring (pymsalruntime's own cache), against brokerd's D-Bus front
+/// end and the Entra emulator. The app is Tests/dbus/msal_app.py; its report carries token hashes, never tokens.
+final class MSALPythonBrokerTests: XCTestCase {
+    private var bus: PrivateSessionBus!
+    private var python = ""
+
+    override func setUpWithError() throws {
+        guard let msalPython = ProcessInfo.processInfo.environment["BROKERD_MSAL_PYTHON"] else {
+            throw XCTSkip("BROKERD_MSAL_PYTHON is not set (scripts/test.sh makes .build/msal-venv with msal and pymsalruntime)")
+        }
+        python = msalPython
+        bus = try PrivateSessionBus()
+        try bus.startSecretService()
+    }
+
+    override func tearDown() {
+        bus = nil
+    }
+
+    private func broker(_ entra: TestEntra) throws -> Daemon {
+        let daemon = try Daemon(config: entra.brokerConfig)
+        daemon.environment = ["BROWSER": TestIdP.fakeBrowser, "IDP_BROWSER_LOG": entra.directory.path + "/browser.log",
+                              "DBUS_SESSION_BUS_ADDRESS": bus.address]
+        daemon.extraArguments = ["--dbus-broker"]
+        try daemon.start()
+        return daemon
+    }
+
+    /// Runs the msal-python app with these steps; its report, one entry per step.
+    private func app(_ entra: TestEntra, client: String, _ steps: [String], file: StaticString = #filePath,
+                     line: UInt = #line) throws -> [[String: Any]] {
+        let result = try runCommand(python, [TestIdP.root + "/Tests/dbus/msal_app.py", entra.http, client] + steps,
+                                    environment: bus.environment)
+        XCTAssertEqual(result.status, 0, result.stderr, file: file, line: line)
+        return (try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8))) as? [[String: Any]] ?? []
+    }
+
+    private func sha256(_ text: String) throws -> String {
+        let digest = try runCommand("/usr/bin/sha256sum", [], stdin: text)
+        return String(digest.stdout.prefix(64))
+    }
+
+    func testSignInThenSilentFromTheCacheAndByRefreshAndSingleSignOnWithANativeApp() throws {
+        let entra = try TestEntra()
+        let daemon = try broker(entra)
+        try entra.control("/test/next-signin?username=alice@contoso.example")
+        let mail = "https://graph.microsoft.com/Mail.Read"
+        let report = try app(entra, client: TestEntra.famA, [
+            "interactive|\(TestEntra.graph)|alice@contoso.example", "silent|\(TestEntra.graph)", "silent|\(mail)", "accounts",
+        ])
+        XCTAssertEqual(report.count, 4, "\(report) \(daemon.log)")
+        guard report.count == 4 else { return }
+        let (signIn, cached, newScope, accounts) = (report[0], report[1], report[2], report[3])
+        XCTAssertEqual(signIn["token_source"] as? String, "broker", "\(signIn)")
+        XCTAssertEqual(signIn["preferred_username"] as? String, "alice@contoso.example")
+        XCTAssertEqual(cached["token_source"] as? String, "cache", "msal's own cache: no call to the broker")
+        XCTAssertEqual(cached["access_token_sha256"] as? String, signIn["access_token_sha256"] as? String)
+        XCTAssertEqual(newScope["token_source"] as? String, "broker", "a new scope goes to the broker: \(newScope)")
+        XCTAssertNotEqual(newScope["access_token_sha256"] as? String, signIn["access_token_sha256"] as? String)
+        XCTAssertEqual(accounts["usernames"] as? [String], ["alice@contoso.example"])
+
+        let grants = try entra.tokenRequests().compactMap { $0["grant_type"] as? String }
+        XCTAssertEqual(grants, ["authorization_code", "refresh_token"], "one sign-in, then the new scope by refresh")
+        XCTAssertTrue(daemon.log.contains("method=acquireTokenInteractively"), daemon.log)
+
+        // Single sign-on with a brokerd-native app (the socket API): the token the msal-python app got.
+        let native = try daemon.ctl(["token", "--client-id", TestEntra.famA, "--authority",
+                                     "https://login.microsoftonline.com/common", "--scope", mail])
+        XCTAssertEqual(native.status, 0, native.stderr)
+        XCTAssertEqual(try sha256(native.stdout.trimmingCharacters(in: .whitespacesAndNewlines)),
+                       newScope["access_token_sha256"] as? String)
+    }
+}
