@@ -181,6 +181,8 @@ public final class DBusFrontEnd: @unchecked Sendable {
         Task {
             let answer = await self.methods.answer(method: method, correlationId: correlationId, request: requestJSON,
                                                    caller: caller)
+            // After stop() the connection and the eventfd are gone; the caller learns from the bus that we left.
+            guard !self.stopping.load(ordering: .sequentiallyConsistent) else { return }
             self.replies.withLock { $0.append((pending.message, .json(answer))) }
             self.signalWake()
         }

@@ -65,7 +65,12 @@ final class MSALPythonBrokerTests: XCTestCase {
 
         let grants = try entra.tokenRequests().compactMap { $0["grant_type"] as? String }
         XCTAssertEqual(grants, ["authorization_code", "refresh_token"], "one sign-in, then the new scope by refresh")
-        XCTAssertTrue(daemon.log.contains("method=acquireTokenInteractively"), daemon.log)
+        // With nobody signed in, msal's interactive call first tries a silent sign-in (getAccounts, then
+        // acquireTokenSilently with no account), gets InteractionRequired (status 2) and falls back to interactive.
+        let calls = daemon.log.split(separator: "\n").filter { $0.contains("D-Bus request") }
+            .compactMap { $0.split(separator: " ").first { $0.hasPrefix("method=") } }.map(String.init)
+        XCTAssertEqual(Array(calls.prefix(3)), ["method=getAccounts", "method=acquireTokenSilently",
+                                                "method=acquireTokenInteractively"], daemon.log)
 
         // Single sign-on with a brokerd-native app (the socket API): the token the msal-python app got.
         let native = try daemon.ctl(["token", "--client-id", TestEntra.famA, "--authority",
@@ -73,5 +78,15 @@ final class MSALPythonBrokerTests: XCTestCase {
         XCTAssertEqual(native.status, 0, native.stderr)
         XCTAssertEqual(try sha256(native.stdout.trimmingCharacters(in: .whitespacesAndNewlines)),
                        newScope["access_token_sha256"] as? String)
+    }
+
+    /// With no broker on the bus, msal-python turns the broker off by itself (and would use its own browser flow).
+    func testWithoutBrokerdMSALFallsBackByItself() throws {
+        let entra = try TestEntra()
+        let without = try app(entra, client: TestEntra.famA, ["broker"])
+        XCTAssertEqual(without.first?["enabled"] as? Bool, false, "\(without)")
+        let daemon = try broker(entra)
+        let with = try app(entra, client: TestEntra.famA, ["broker"])
+        XCTAssertEqual(with.first?["enabled"] as? Bool, true, "\(with) \(daemon.log)")
     }
 }

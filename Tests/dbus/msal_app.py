@@ -10,6 +10,7 @@ its `http_client=`; token requests go through pymsalruntime and D-Bus to brokerd
     silent|SCOPE                     acquire_token_silent_with_error for the first account
     accounts                         get_accounts
     remove                           remove_account (the first account)
+    broker                           whether msal-python kept the broker on (it turns it off when none answers)
 Prints one JSON line: a report per step. Tokens are never printed: only whether there is one and its SHA-256.
 """
 import hashlib
@@ -90,6 +91,8 @@ def main():
             report.append(dict(summary(result), step=step))
         elif kind == "accounts":
             report.append({"step": step, "usernames": [a.get("username") for a in app.get_accounts()]})
+        elif kind == "broker":
+            report.append({"step": step, "enabled": bool(getattr(app, "_enable_broker", False))})
         elif kind == "remove":
             for account in app.get_accounts()[:1]:
                 app.remove_account(account)
