@@ -70,7 +70,7 @@ step() { printf '[%3d s] %s\n' $((SECONDS - started)) "$*" >&2; }
 
 # --- binaries, C programs, venv, documents ----------------------------------------------------------------------
 if [[ -z $bin_dir ]]; then
-    build=(swift build -c release --static-swift-stdlib --scratch-path .build-release -Xlinker -z -Xlinker now)
+    build=(swift build -c release --static-swift-stdlib --scratch-path .build-release --toolset packaging/release.toolset.json)
     bin_dir=$("${build[@]}" --show-bin-path)
     if [[ ! -x $bin_dir/brokerd || ! -x $bin_dir/brokerctl ]]; then
         step "building the release binaries (${build[*]})"
