@@ -21,6 +21,7 @@ DEFAULT_CONFIG = {
     "access_token_expire_seconds": 3599,
     "refresh_in_seconds": 0,  # 0 = no "refresh_in" in token answers
     "id_token_expire_seconds": 3600,
+    "id_token_clock_ahead_seconds": 0,  # id_token iat/nbf/exp this far ahead: the client's clock looks behind
     "authorization_code_expire_seconds": 600,
     "refresh_token_expire_seconds": 0,  # inactivity limit; 0 = never
     "rotate_refresh_tokens": 1,  # 1 = a new refresh token on every refresh

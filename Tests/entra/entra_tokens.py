@@ -281,6 +281,7 @@ class TokenMixin:
         return auth.issuer(req.base, tenant_id if auth.kind == "aad" else None)
 
     def id_token(self, req, auth, client, user, tenant_id, oid, scopes, nonce, now):
+        now += self.config["id_token_clock_ahead_seconds"]
         exp = now + self.config["id_token_expire_seconds"]
         if auth.kind == "adfs":
             sub = base64.b64encode(hashlib.sha256(("%s|%s" % (user.username, client.id)).encode()).digest()).decode()

@@ -347,12 +347,16 @@ extension Broker {
         let now = Self.now()
         var idToken: IdToken?
         if let raw = response.idToken {
+            // The redeemed refresh token is spent once the IdP has answered, and this answer holds its successor:
+            // an id_token that fails the checks (a local clock minutes behind is enough) costs only the id_token.
+            // Failing here would lose the rotation, and an IdP with reuse detection then revokes the whole chain.
             do {
                 let decoded = try IdToken(raw: raw)
                 try decoded.validate(issuer: metadata.issuer, clientId: clientId, nonce: nil, now: now)
                 idToken = decoded
             } catch {
-                throw .serverError(error.description, nil)
+                logger.warning("refresh: the id_token was dropped, the tokens kept",
+                               metadata: ["account": "\(hid)", "client_id": "\(clientId)", "reason": "\(error.description)"])
             }
         }
         let saved = try cache.save(response, idToken: idToken, clientId: clientId, authority: authority,

@@ -65,10 +65,10 @@ final class Daemon {
         ["--socket", socket, "--state-dir", stateDir, "--config", configPath, "--log-level", "debug"] + extraArguments
     }
 
-    /// Starts brokerd and waits until it answers on its socket.
+    /// Starts brokerd and waits until it answers on its socket. `prefix` is a command that runs brokerd (unshare …).
     @discardableResult
-    func start(file: StaticString = #filePath, line: UInt = #line) throws -> ChildProcess {
-        let process = try launch()
+    func start(prefix: [String] = [], file: StaticString = #filePath, line: UInt = #line) throws -> ChildProcess {
+        let process = try launch(prefix: prefix)
         self.process = process
         try waitUntilServing(file: file, line: line)
         return process

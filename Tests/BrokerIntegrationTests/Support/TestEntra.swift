@@ -41,10 +41,11 @@ final class TestEntra {
     }
 
     /// Starts brokerd for the emulator; the browser follows the emulator's redirects for the user set with `signIn`.
-    func startBroker() throws -> Daemon {
-        let daemon = try Daemon(config: brokerConfig)
+    /// `extraConfig` is appended to the configuration; `prefix` runs brokerd (see `Daemon.start`).
+    func startBroker(extraConfig: String = "", prefix: [String] = []) throws -> Daemon {
+        let daemon = try Daemon(config: brokerConfig + "\n" + extraConfig)
         daemon.environment = ["BROWSER": TestIdP.fakeBrowser, "IDP_BROWSER_LOG": directory.path + "/browser.log"]
-        try daemon.start()
+        try daemon.start(prefix: prefix)
         return daemon
     }
 
