@@ -3,8 +3,11 @@ import NIOHTTP1
 import NIOPosix
 
 /// The redirect target of a browser sign-in (RFC 8252 §7.3): an HTTP listener on 127.0.0.1 and an ephemeral
-/// port that takes the first redirect carrying `code` or `error`, answers the browser with a short page,
-/// and hands the query parameters over.
+/// port that takes the first redirect carrying `code` or `error` with the sign-in's own `state`, answers the
+/// browser with a short page, and hands the query parameters over.
+///
+/// Any local process, of any user, can connect to the port: a request without the right `state` gets a 400 page
+/// and is otherwise ignored, so it can neither end the sign-in nor inject a code (RFC 6749 §10.12).
 public final class LoopbackRedirect: Sendable {
     public let port: Int
     private let channel: Channel
@@ -18,13 +21,13 @@ public final class LoopbackRedirect: Sendable {
         self.redirects = redirects
     }
 
-    public static func start() async throws -> LoopbackRedirect {
+    public static func start(expectedState: String) async throws -> LoopbackRedirect {
         let (stream, continuation) = AsyncStream<[String: String]>.makeStream()
         let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
                 channel.pipeline.configureHTTPServerPipeline().flatMap {
-                    channel.pipeline.addHandler(RedirectHandler(continuation: continuation))
+                    channel.pipeline.addHandler(RedirectHandler(expectedState: expectedState, continuation: continuation))
                 }
             }
             .bind(host: "127.0.0.1", port: 0).get()
@@ -35,7 +38,8 @@ public final class LoopbackRedirect: Sendable {
         return LoopbackRedirect(port: port, channel: channel, redirects: stream)
     }
 
-    /// The query of the first redirect with `code` or `error`; nil when the listener was closed first.
+    /// The query of the first redirect with `code` or `error` and the expected `state`; nil when the listener was
+    /// closed first.
     public func nextRedirect() async -> [String: String]? {
         for await query in redirects { return query }
         return nil
@@ -50,10 +54,12 @@ private final class RedirectHandler: ChannelInboundHandler, @unchecked Sendable 
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
+    let expectedState: [UInt8]
     let continuation: AsyncStream<[String: String]>.Continuation
     private var query: [String: String]?
 
-    init(continuation: AsyncStream<[String: String]>.Continuation) {
+    init(expectedState: String, continuation: AsyncStream<[String: String]>.Continuation) {
+        self.expectedState = Array(expectedState.utf8)
         self.continuation = continuation
     }
 
@@ -66,18 +72,30 @@ private final class RedirectHandler: ChannelInboundHandler, @unchecked Sendable 
             break
         case .end:
             let received = query ?? [:]
-            let relevant = received["code"] != nil || received["error"] != nil
-            let page: String
-            if received["error"] != nil {
-                page = "Sign-in did not complete. You can close this window and return to the application."
-            } else if relevant {
-                page = "Signed in. You can close this window and return to the application."
-            } else {
-                page = "brokerd is waiting for a sign-in redirect."
+            let answer = received["code"] != nil || received["error"] != nil
+            let ours = Self.sameBytes(Array((received["state"] ?? "").utf8), expectedState)
+            switch (answer, ours) {
+            case (true, true):
+                let page = received["error"] != nil
+                    ? "Sign-in did not complete. You can close this window and return to the application."
+                    : "Signed in. You can close this window and return to the application."
+                respond(context, status: .ok, page: page)
+                continuation.yield(received)
+            case (true, false):
+                respond(context, status: .badRequest,
+                        page: "This is not the answer to the sign-in brokerd started (its state does not match). Still waiting.")
+            case (false, _):
+                respond(context, status: .notFound, page: "brokerd is waiting for a sign-in redirect.")
             }
-            respond(context, status: relevant ? .ok : .notFound, page: page)
-            if relevant { continuation.yield(received) }
         }
+    }
+
+    /// Compares in time independent of where the bytes differ: the state is a secret of the flow.
+    private static func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        var difference: UInt8 = 0
+        for index in a.indices { difference |= a[index] ^ b[index] }
+        return difference == 0
     }
 
     private func respond(_ context: ChannelHandlerContext, status: HTTPResponseStatus, page: String) {

@@ -117,11 +117,11 @@ struct BrowserSignIn: Sendable {
     let requestId: String
 
     func run(prompt: @escaping @Sendable (InteractionPrompt) async -> Void) async throws -> InteractiveResult {
+        let pkce = PKCE(), state = PKCE.randomToken(bytes: 16), nonce = PKCE.randomToken(bytes: 16)
         let listener: LoopbackRedirect
-        do { listener = try await LoopbackRedirect.start() } catch {
+        do { listener = try await LoopbackRedirect.start(expectedState: state) } catch {
             throw TokenFailure.internal("cannot open the loopback redirect listener: \(error)")
         }
-        let pkce = PKCE(), state = PKCE.randomToken(bytes: 16), nonce = PKCE.randomToken(bytes: 16)
         let wireScopes = Scopes.onTheWire(request.scopes + request.extraScopesToConsent)
         var fields = [("client_id", request.clientId), ("response_type", "code"), ("redirect_uri", listener.redirectURI),
                       ("scope", wireScopes.joined(separator: " ")), ("state", state), ("nonce", nonce),
