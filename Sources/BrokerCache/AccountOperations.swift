@@ -213,6 +213,6 @@ extension TokenCache {
     public func persisted() -> [UInt8] {
         var copy = document
         if !state.isEmpty { copy.otherSections.append((BrokerState.sectionName, state.json)) }
-        return copy.serialized(indent: nil)
+        return copy.serialized(indent: nil, settingAside: false)
     }
 }

@@ -32,6 +32,10 @@ public struct CacheDocument: Sendable, Equatable {
             throw JSONReadError(message: "a cache document must be a JSON object", offset: reader.offset)
         }
         try reader.readObject { (name, reader) throws(JSONReadError) in
+            if name == setAsideSectionName, try reader.peekKind() == .object {
+                try readSetAside(&reader, into: &document)
+                return
+            }
             guard let kind = CredentialKind(rawValue: name), try reader.peekKind() == .object else {
                 document.otherSections.removeAll { $0.name == name }
                 document.otherSections.append((name, try readVerbatim(&reader)))
@@ -47,6 +51,35 @@ public struct CacheDocument: Sendable, Equatable {
         }
         try reader.expectEnd()
         return document
+    }
+
+    /// A previous export's set-aside entries, back into their sections (where brokerd keeps them); anything else in
+    /// that section is kept as an unknown section of its own name.
+    private static func readSetAside(_ reader: inout JSONReader, into document: inout CacheDocument) throws(JSONReadError) {
+        var unknown: [(String, String)] = []
+        try reader.readObject { (name, reader) throws(JSONReadError) in
+            guard let kind = CredentialKind(rawValue: name), try reader.peekKind() == .object else {
+                unknown.append((name, try readVerbatim(&reader)))
+                return
+            }
+            try reader.readObject { (key, reader) throws(JSONReadError) in
+                if try reader.peekKind() == .object {
+                    document.entries[kind, default: [:]][key] = try readEntity(&reader)
+                } else {
+                    document.opaqueEntries[kind, default: [:]][key] = try readVerbatim(&reader)
+                }
+            }
+        }
+        guard !unknown.isEmpty else { return }
+        var text: [UInt8] = [UInt8(ascii: "{")]
+        for (index, (name, json)) in unknown.enumerated() {
+            if index > 0 { text.append(UInt8(ascii: ",")) }
+            JSONWriter.writeString(name, into: &text)
+            text.append(UInt8(ascii: ":"))
+            text.append(contentsOf: json.utf8)
+        }
+        text.append(UInt8(ascii: "}"))
+        document.otherSections.append((setAsideSectionName, String(decoding: text, as: UTF8.self)))
     }
 
     /// One entry from its JSON text (as persisted), read as a document's entry is: the fields brokerd does not
@@ -79,17 +112,24 @@ public struct CacheDocument: Sendable, Equatable {
 
     // MARK: Writing
 
+    /// The top-level section where an export keeps the entries no SDK could read in their own section.
+    public static let setAsideSectionName = "brokerd_set_aside"
+
     /// The document in the variant every SDK accepts; keys sorted so that equal caches give equal bytes.
-    public func serialized(indent: Int? = 4, excludingSections excluded: Set<String> = []) -> [UInt8] {
+    /// With `settingAside` (an export), entries that would make an SDK fail in their section (`isReadableBySDKs`)
+    /// and non-object entries go, verbatim, to `setAsideSectionName` (`{"AccessToken": {key: entry}, …}`), which
+    /// the SDKs keep as an unknown section and brokerd reads back into place.
+    public func serialized(indent: Int? = 4, excludingSections excluded: Set<String> = [],
+                           settingAside: Bool = true) -> [UInt8] {
         var whole: [UInt8] = []
-        serialize(indent: indent, excludingSections: excluded) { whole.append(contentsOf: $0) }
+        serialize(indent: indent, excludingSections: excluded, settingAside: settingAside) { whole.append(contentsOf: $0) }
         return whole
     }
 
     /// The same bytes as `serialized`, handed to `sink` in pieces of about `chunkSize` bytes, so that a document of
     /// hundreds of megabytes can be written to a file without being held twice in memory.
-    public func serialize(indent: Int? = 4, excludingSections excluded: Set<String> = [], chunkSize: Int = 1 << 20,
-                          into sink: ([UInt8]) throws -> Void) rethrows {
+    public func serialize(indent: Int? = 4, excludingSections excluded: Set<String> = [], settingAside: Bool = true,
+                          chunkSize: Int = 1 << 20, into sink: ([UInt8]) throws -> Void) rethrows {
         let writer = JSONWriter(indent: indent)
         var out: [UInt8] = []
         out.reserveCapacity(chunkSize + 4096)
@@ -107,28 +147,49 @@ public struct CacheDocument: Sendable, Equatable {
         }
         out.append(UInt8(ascii: "{"))
         var sectionIndex = 0
+        var setAside = JSONObject()
         for kind in CredentialKind.allCases {
             member(sectionIndex, kind.sectionName, level: 1)
             sectionIndex += 1
             let objects = entries[kind] ?? [:], opaque = opaqueEntries[kind] ?? [:]
+            var asideHere = JSONObject()
             let keys = (Array(objects.keys) + Array(opaque.keys)).sorted()
             out.append(UInt8(ascii: "{"))
-            for (index, key) in keys.enumerated() {
-                member(index, key, level: 2)
+            var written = 0
+            for key in keys {
+                let value: JSONValue
                 if let entity = objects[key] {
-                    writer.write(.object(entity.normalized(as: kind).fields), into: &out, level: 2)
+                    let normalized = entity.normalized(as: kind)
+                    value = .object(normalized.fields)
+                    if settingAside, !normalized.isReadableBySDKs(as: kind) { asideHere[key] = value; continue }
                 } else {
-                    writer.write(.raw(opaque[key]!), into: &out, level: 2)
+                    value = .raw(opaque[key]!)
+                    if settingAside { asideHere[key] = value; continue }
                 }
+                member(written, key, level: 2)
+                written += 1
+                writer.write(value, into: &out, level: 2)
                 if out.count >= chunkSize {
                     try sink(out)
                     out.removeAll(keepingCapacity: true)
                 }
             }
-            if !keys.isEmpty { newline(1) }
+            if written > 0 { newline(1) }
             out.append(UInt8(ascii: "}"))
+            if !asideHere.isEmpty { setAside[kind.sectionName] = .object(asideHere) }
         }
-        for (name, json) in otherSections where !excluded.contains(name) {
+        // What a previous export set aside under names brokerd does not know comes back beside this export's.
+        let carried = settingAside ? otherSections.filter { $0.name == Self.setAsideSectionName } : []
+        for (_, json) in carried {
+            guard case .object(let earlier)? = try? JSONReader.parse(json) else { continue }
+            for item in earlier.members where setAside[item.key] == nil { setAside[item.key] = item.value }
+        }
+        if !setAside.isEmpty {
+            member(sectionIndex, Self.setAsideSectionName, level: 1)
+            sectionIndex += 1
+            writer.write(.object(setAside), into: &out, level: 1)
+        }
+        for (name, json) in otherSections where !excluded.contains(name) && !(settingAside && name == Self.setAsideSectionName) {
             member(sectionIndex, name, level: 1)
             sectionIndex += 1
             writer.write(.raw(json), into: &out, level: 1)

@@ -131,6 +131,27 @@ public struct CacheEntity: Sendable, Equatable {
 }
 
 extension CacheEntity {
+    /// Whether this entry, as `normalized(as:)` writes it, can stand in its section without making an SDK that
+    /// reads the file fail. msal-python (and with it the Azure CLI) runs `int(entry["expires_on"])` on every access
+    /// token it scans, `int()` on `last_modification_time`, `str.split` on `target`, reads `secret` of the
+    /// credentials it matches, and `authority_type` and `username` of every account; the other SDKs ask less.
+    package func isReadableBySDKs(as kind: CredentialKind) -> Bool {
+        for name in Self.timestampFields {
+            if let value = fields[name], value.integerValue == nil { return false }
+        }
+        if let target = fields["target"], target.stringValue == nil { return false }
+        switch kind {
+        case .accessToken:
+            return fields["expires_on"] != nil && fields["secret"]?.stringValue != nil
+        case .refreshToken, .idToken:
+            return fields["secret"]?.stringValue != nil
+        case .account:
+            return fields["authority_type"]?.stringValue != nil && fields["username"]?.stringValue != nil
+        case .appMetadata:
+            return true
+        }
+    }
+
     /// The key msal-python would file this entry under. Other SDKs' keys differ; keys are opaque on read
     /// and only used when brokerd itself adds an entry.
     public func canonicalKey(as kind: CredentialKind) -> String {

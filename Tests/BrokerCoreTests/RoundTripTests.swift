@@ -9,12 +9,16 @@ final class RoundTripTests: XCTestCase {
     private let atKey = "uid.utid-login.example.com-accesstoken-rt_client-contoso-s1 s2"
     private let bareATKey = "uid.utid-login.example.com-accesstoken-rt_client-contoso-s3"
 
-    /// Paths of values brokerd must not touch.
-    private var verbatimPaths: [[String]] {
-        [
+    /// Where an export puts the entries no SDK could read in their section (the placeholder, the non-object).
+    private let aside = CacheDocument.setAsideSectionName
+
+    /// Paths of values brokerd must not touch; `exported`: as an export writes them (unreadable entries set aside).
+    private func verbatimPaths(exported: Bool) -> [[String]] {
+        let unreadable = exported ? [aside, "AccessToken"] : ["AccessToken"]
+        return [
             ["customized"], ["unknownEntity"], ["FutureSection"],
-            ["AccessToken", "opaque-entry"],
-            ["AccessToken", "an-entry", "foo"],
+            unreadable + ["opaque-entry"],
+            unreadable + ["an-entry", "foo"],
             ["AccessToken", atKey, "ext"],
             ["AccessToken", atKey, "requested_claims"],
             ["AccessToken", atKey, "future_number"],
@@ -23,14 +27,15 @@ final class RoundTripTests: XCTestCase {
         ]
     }
 
-    private func assertVerbatim(_ output: [UInt8], input: [UInt8], _ label: String,
+    private func assertVerbatim(_ output: [UInt8], input: [UInt8], _ label: String, exported: Bool = true,
                                 file: StaticString = #filePath, line: UInt = #line) throws {
         XCTAssertNoThrow(try JSONReader.parse(output), "\(label): output is strict JSON", file: file, line: line)
-        for path in verbatimPaths {
-            let expected = try XCTUnwrap(try rawValue(in: input, at: path), "fixture lacks \(path)", file: file, line: line)
-            XCTAssertEqual(try rawValue(in: output, at: path), expected, "\(label): \(path)", file: file, line: line)
+        for (inInput, inOutput) in zip(verbatimPaths(exported: false), verbatimPaths(exported: exported)) {
+            let expected = try XCTUnwrap(try rawValue(in: input, at: inInput), "fixture lacks \(inInput)", file: file, line: line)
+            XCTAssertEqual(try rawValue(in: output, at: inOutput), expected, "\(label): \(inOutput)", file: file, line: line)
         }
-        XCTAssertEqual(try memberNames(in: output, at: ["AccessToken", "an-entry"]), ["foo"],
+        let placeholder = (exported ? [aside] : []) + ["AccessToken", "an-entry"]
+        XCTAssertEqual(try memberNames(in: output, at: placeholder), ["foo"],
                        "\(label): placeholder entry gains no fields", file: file, line: line)
     }
 
@@ -48,13 +53,14 @@ final class RoundTripTests: XCTestCase {
         XCTAssertEqual(document.opaqueEntries[.accessToken]?["opaque-entry"], #""not an object, kept as is""#)
         try assertVerbatim(document.serialized(), input: input, "serialized()")
         try assertVerbatim(document.serialized(indent: nil), input: input, "serialized(indent: nil)")
+        try assertVerbatim(document.serialized(settingAside: false), input: input, "in place", exported: false)
     }
 
     func testUnknownDataSurvivesExportAndPersist() throws {
         let input = try Fixture.bytes("roundtrip")
         var cache = TokenCache(document: try CacheDocument.parse(input))
         try assertVerbatim(cache.exported(), input: input, "exported()")
-        try assertVerbatim(cache.persisted(), input: input, "persisted()")
+        try assertVerbatim(cache.persisted(), input: input, "persisted()", exported: false)
 
         // Changing other entries leaves the unknown data alone.
         cache.add(.accessToken, accessToken(hid: "x.y", client: "c", realm: "r", target: "s", secret: "fake-at-9"))
@@ -67,13 +73,20 @@ final class RoundTripTests: XCTestCase {
     }
 
     func testSectionsAndKeysAreWrittenInAStableOrder() throws {
-        let output = try Fixture.document("roundtrip").serialized()
+        let output = try Fixture.document("roundtrip").serialized(settingAside: false)
         XCTAssertEqual(try memberNames(in: output, at: []),
                        ["AccessToken", "RefreshToken", "IdToken", "Account", "AppMetadata",
                         "customized", "unknownEntity", "FutureSection"])
         XCTAssertEqual(try memberNames(in: output, at: ["AccessToken"]),
                        ["an-entry", "opaque-entry", atKey, bareATKey])
         XCTAssertEqual(output.first, UInt8(ascii: "{"))
+
+        let export = try Fixture.document("roundtrip").serialized()
+        XCTAssertEqual(try memberNames(in: export, at: []),
+                       ["AccessToken", "RefreshToken", "IdToken", "Account", "AppMetadata", aside,
+                        "customized", "unknownEntity", "FutureSection"])
+        XCTAssertEqual(try memberNames(in: export, at: ["AccessToken"]), [atKey, bareATKey])
+        XCTAssertEqual(try memberNames(in: export, at: [aside, "AccessToken"]), ["an-entry", "opaque-entry"])
     }
 
     // MARK: The variant brokerd writes
