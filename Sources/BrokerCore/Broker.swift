@@ -112,6 +112,8 @@ public actor Broker {
             announceLoaded()
         case .stored(let problems, let reader):
             report(problems)
+            // Shown as the write failure it will be from the first change on, until a write succeeds.
+            lastWriteError = await store.readOnlyReason
             loading = true
             guard let reader else { return }
             if let partial = PartialCache(reader: reader) {

@@ -67,6 +67,8 @@ public final class CacheDatabase: @unchecked Sendable {
         /// The file is not SQLite, is corrupt, or is SQLite but not a cache this version can read.
         case notADatabase(path: String, detail: String)
         case sqlite(SQLiteError)
+        /// A write to a database opened with `readOnlySnapshotOf`.
+        case readOnly(path: String)
 
         public var description: String {
             switch self {
@@ -76,6 +78,8 @@ public final class CacheDatabase: @unchecked Sendable {
                 return "\(path) is not a usable cache database: \(detail)"
             case .sqlite(let error):
                 return error.description
+            case .readOnly(let path):
+                return "cache database \(path) is open read-only (its directory could not be written)"
             }
         }
     }
@@ -83,6 +87,8 @@ public final class CacheDatabase: @unchecked Sendable {
     public let path: String
     private let key: SymmetricKey
     private let connection: SQLiteConnection
+    /// Opened with `readOnlySnapshotOf`: every write is refused.
+    public private(set) var isReadOnly = false
     /// The account of a row written by a version without the `account` column (schema 1), for the one-time upgrade.
     public typealias AccountOfRow = (_ section: String, _ body: [UInt8]) -> String?
 
@@ -111,6 +117,45 @@ public final class CacheDatabase: @unchecked Sendable {
         do {
             try configure()
             try ensureSchema(accountOfRow: accountOfRow)
+        } catch {
+            connection.close()
+            throw Self.classify(error, path: path)
+        }
+    }
+
+    /// Opens the database at `path` for reading only, as the immutable file it is while its directory cannot be
+    /// written (a read-only mount): no locks, no WAL, no schema change. Only for a file that has no write-ahead log
+    /// beside it: one would hold commits this view cannot see. `apply` on it throws `readOnly`.
+    public init(readOnlySnapshotOf path: String, key: SymmetricKey) throws {
+        precondition(key.bitCount == 256, "CacheDatabase needs a 256-bit key")
+        self.path = path
+        self.key = key
+        if let size = Self.fileSize(path + "-wal"), size > 0 {
+            throw Failure.notADatabase(path: path, detail: "it cannot be opened for writing and its write-ahead log holds commits")
+        }
+        // RFC 3986 escapes for the characters a file: URI gives a meaning to; everything else is taken as it is.
+        var escaped = ""
+        for character in path {
+            switch character {
+            case "%": escaped += "%25"
+            case "?": escaped += "%3F"
+            case "#": escaped += "%23"
+            default: escaped.append(character)
+            }
+        }
+        do {
+            connection = try SQLiteConnection(path: "file:\(escaped)?mode=ro&immutable=1",
+                                              flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX)
+        } catch {
+            throw Failure.sqlite(error)
+        }
+        isReadOnly = true
+        do {
+            let version = try userVersion()
+            guard version == Self.schemaVersion else {
+                throw Failure.notADatabase(path: path, detail: "schema version \(version) needs an upgrade, which a read-only file cannot get")
+            }
+            try checkKey()
         } catch {
             connection.close()
             throw Self.classify(error, path: path)
@@ -187,6 +232,7 @@ public final class CacheDatabase: @unchecked Sendable {
     /// rolled back and the error thrown: either every change is stored or none is.
     public func apply(_ changes: [RowChange]) throws {
         guard !changes.isEmpty else { return }
+        if isReadOnly { throw Failure.readOnly(path: path) }
         do {
             try connection.exec("BEGIN IMMEDIATE")
             do {
@@ -454,6 +500,11 @@ extension CacheDatabase {
         guard fd >= 0 else { throw ioFailure("open directory", path: directory, errno: errno) }
         defer { systemClose(fd) }
         if fsync(fd) != 0 { throw ioFailure("fsync directory", path: directory, errno: errno) }
+    }
+
+    static func fileSize(_ path: String) -> Int? {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int(info.st_size) : nil
     }
 
     static func exists(_ path: String) -> Bool {

@@ -9,7 +9,7 @@ final class CrashSafetyTests: XCTestCase {
     /// SIGKILL at a random moment, restart, and check that the cache loads, nothing was moved aside, and the
     /// newest generation on disk is at least the last acknowledged one.
     func testKillNineDuringWritesNeverLosesCommittedState() async throws {
-        let rounds = Int(ProcessInfo.processInfo.environment["BROKERD_CRASH_ROUNDS"] ?? "") ?? 40
+        let rounds = Int(ProcessInfo.processInfo.environment["BROKERD_CRASH_ROUNDS"] ?? "") ?? 100
         let daemon = try Daemon(config: "write_delay_ms = 0\n")
         var generation = 0
         var lastAcknowledged = 0
@@ -72,5 +72,30 @@ final class CrashSafetyTests: XCTestCase {
         let accounts = try await connection.call(.getAccounts, GetAccountsParams(), as: AccountsResult.self)
         let scopes = accounts.accounts.flatMap(\.apps).flatMap(\.accessTokens).flatMap(\.scopes)
         return scopes.compactMap { Int($0.dropFirst("generation.".count)) }.max() ?? 0
+    }
+}
+
+/// A daemon that is stopped (SIGSTOP, a debugger, a frozen cgroup) and continued goes on serving, with its cache,
+/// the connections it had and new ones.
+final class StopContinueTests: XCTestCase {
+    func testSIGSTOPThenSIGCONTKeepsServing() async throws {
+        let daemon = try Daemon()
+        try daemon.start()
+        let connection = BrokerConnection(socketPath: daemon.socket)
+        _ = try await connection.call(.importCache, ImportCacheParams(data: CrashSafetyTests.document(7)), as: ImportResult.self)
+
+        XCTAssertEqual(kill(daemon.pid, SIGSTOP), 0)
+        // A request sent while it is stopped waits in the socket and is answered after SIGCONT.
+        let socket = daemon.socket
+        let pending = Task { try await BrokerConnection(socketPath: socket).call(.getAccounts, GetAccountsParams(), as: AccountsResult.self) }
+        usleep(300_000)
+        XCTAssertEqual(kill(daemon.pid, SIGCONT), 0)
+
+        let answered = try await pending.value
+        XCTAssertEqual(answered.accounts.count, 1)
+        let again = try await connection.call(.getAccounts, GetAccountsParams(), as: AccountsResult.self)
+        XCTAssertEqual(again.accounts.first?.username, "crash@example.com", "the connection of before the stop still works")
+        await connection.disconnect()
+        XCTAssertEqual(daemon.stop(), 0, "and it stops cleanly: \(daemon.log)")
     }
 }

@@ -82,15 +82,22 @@ final class RotationDurabilityTests: XCTestCase {
         XCTAssertTrue(try daemon.ctl(["status"]).stdout.contains("WRITE ERROR"))
 
         try FileManager.default.removeItem(atPath: filler)
+        try await assertWrittenAndRefreshable(daemon, entra)
+    }
+
+    /// Waits until a retry has written what was pending (status shows no write error), then copies the quiescent
+    /// files (database, write-ahead log, key) out of brokerd's namespace, kills it, and refreshes through a new
+    /// brokerd on the copy: only the rotated refresh token works there.
+    private func assertWrittenAndRefreshable(_ daemon: Daemon, _ entra: TestEntra) async throws {
         var recovered = false
         for _ in 0..<600 where !recovered {  // the retries back off up to 30 s between attempts
             let status = try await BrokerConnection(socketPath: daemon.socket).call(.getStatus, as: StatusResult.self)
             recovered = status.lastWriteError == nil
             if !recovered { usleep(100_000) }
         }
-        XCTAssertTrue(recovered, "a retry wrote the pending rows once there was space: \(daemon.log)")
+        XCTAssertTrue(recovered, "a retry wrote the pending rows once it could: \(daemon.log)")
 
-        // Quiescent now: the database, its write-ahead log and the key are a consistent copy.
+        let stateInside = "/proc/\(daemon.pid)/root" + daemon.stateDir
         let copy = try Daemon(config: entra.brokerConfig)
         try FileManager.default.createDirectory(atPath: copy.stateDir, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
@@ -101,5 +108,34 @@ final class RotationDurabilityTests: XCTestCase {
         try copy.start()
         _ = try await refresh(copy)
         XCTAssertEqual(try refreshStatuses(entra), [200, 200], "the copy refreshed with the rotated token: \(copy.log)")
+    }
+
+    /// brokerd starts on a state directory that cannot be written (a read-only mount, here a tmpfs holding a copy of
+    /// a signed-in cache, remounted read-only before brokerd starts). It serves the cache, status says why writes
+    /// will fail, a refresh answers with its rotated token kept in memory; once the directory is writable again the
+    /// next attempt writes it, and a new brokerd on those files refreshes with the rotated token.
+    func testAReadOnlyStateDirectoryIsServedAndTheRotationWrittenOnceItIsWritable() async throws {
+        let entra = try TestEntra()
+        let first = try entra.startBroker()
+        XCTAssertEqual(try entra.signIn(first, user: user, client: TestEntra.nonFamily).status, 0, first.log)
+        XCTAssertEqual(first.stop(), 0)  // a clean stop checkpoints: cache.db alone is the cache
+
+        let readOnly = #"mkdir -p "$0" && mount -t tmpfs -o size=2m,mode=0700 brokerd-state "$0" && cp -a "$1"/. "$0"/ && mount -o remount,ro "$0" && shift && exec "$@""#
+        let daemon = try Daemon(config: entra.brokerConfig + "\nallow_root = true\n")
+        let unshare = getuid() == 0 ? ["/usr/bin/unshare", "-m"] : ["/usr/bin/unshare", "-rm"]
+        try daemon.start(prefix: unshare + ["/bin/sh", "-c", readOnly, daemon.stateDir, first.stateDir])
+        let status = try await BrokerConnection(socketPath: daemon.socket).call(.getStatus, as: StatusResult.self)
+        XCTAssertEqual(status.accounts, 1, daemon.log)
+        XCTAssertTrue(status.lastWriteError?.contains("opened read-only") == true, "\(String(describing: status.lastWriteError))")
+
+        try entra.control("/test/config?old_refresh_token_valid=0")
+        let refreshed = try await refresh(daemon)
+        XCTAssertEqual(refreshed.source, "refresh")
+        XCTAssertTrue(try daemon.ctl(["status"]).stdout.contains("WRITE ERROR"))
+
+        let enter = getuid() == 0 ? ["-m"] : ["-U", "-m", "--preserve-credentials"]
+        let remount = try runCommand("/usr/bin/nsenter", ["-t", "\(daemon.pid)"] + enter + ["mount", "-o", "remount,rw", daemon.stateDir])
+        XCTAssertEqual(remount.status, 0, remount.stderr)
+        try await assertWrittenAndRefreshable(daemon, entra)
     }
 }

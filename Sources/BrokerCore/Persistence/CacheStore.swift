@@ -17,6 +17,10 @@ public actor CacheStore {
     public let path: String
     public let keyStore: KeyStore
     private var database: CacheDatabase?
+    private var key: SymmetricKey?
+    /// Set while the database is open read-only because its directory cannot be written (a read-only mount):
+    /// changes stay in memory, and each write first tries to open it for writing again.
+    public private(set) var readOnlyReason: String?
 
     public struct Loaded: Sendable {
         public var cache: TokenCache
@@ -64,9 +68,15 @@ public actor CacheStore {
             if created {
                 problems.append(try moveAside("the key file was missing (a new key was made)"))
             } else {
+                self.key = key
                 do {
                     database = try CacheDatabase(path: path, key: key, accountOfRow: Self.account(ofSection:body:))
                     return .stored(problems: problems, reader: withReader ? try AccountRowReader(path: path, key: key) : nil)
+                } catch CacheDatabase.Failure.sqlite(let error) where !Self.writable(path) {
+                    database = try CacheDatabase(readOnlySnapshotOf: path, key: key)
+                    readOnlyReason = "cache database \(path) cannot be written (\(error.message)): it was opened read-only; "
+                        + "changes are kept in memory and written as soon as it can be written again"
+                    return .stored(problems: problems + [readOnlyReason!], reader: nil)
                 } catch CacheDatabase.Failure.wrongKey {
                     problems.append(try moveAside("it cannot be decrypted with the key"))
                 } catch CacheDatabase.Failure.notADatabase(_, let detail) {
@@ -92,8 +102,23 @@ public actor CacheStore {
 
     /// Persists the rows in one transaction; on failure nothing of it is applied.
     public func write(_ values: [CacheRowValue]) throws {
-        guard let database else { return }
+        guard var database else { return }
+        if database.isReadOnly, let key {
+            do {
+                database = try CacheDatabase(path: path, key: key, accountOfRow: Self.account(ofSection:body:))
+            } catch {
+                throw CacheDatabase.Failure.readOnly(path: path)
+            }
+            self.database?.close()
+            self.database = database
+            readOnlyReason = nil
+        }
         try database.apply(values.map(Self.change))
+    }
+
+    /// Whether this process may write the database and create its companions beside it.
+    private static func writable(_ path: String) -> Bool {
+        access(AtomicFile.parentDirectory(of: path), W_OK) == 0 && access(path, W_OK) == 0
     }
 
     public func close() {
