@@ -33,7 +33,7 @@ public enum BrokerNotification: String, CaseIterable, Sendable {
 
 /// Version of the wire contract. Additive changes (new methods, new optional fields) keep the major number;
 /// a client should ignore fields it does not know.
-public let brokerProtocolVersion = "1.3"
+public let brokerProtocolVersion = "1.4"
 public let brokerVersion = "0.1.0"
 
 // MARK: - Params
@@ -326,13 +326,16 @@ public struct StatusResult: Codable, Sendable, Equatable {
     public var signInRequired: [String]
     public var connections: Int
     public var requestsServed: Int
+    /// The com.microsoft.identity.broker1 front end (since protocol 1.4): absent when it is off, else whether it
+    /// serves and, when not, why (another process owns the name, no session bus).
+    public var dbusBroker: String?
 
     public init(version: String, protocolVersion: String, pid: Int32, startedAt: Int64, uptimeSeconds: Int64,
                 socket: String, socketActivated: Bool, configPath: String?, configPresent: Bool, cachePath: String?,
                 keyStore: KeyStoreInfo,
                 accounts: Int, accessTokens: Int, refreshTokens: Int, idTokens: Int, appMetadata: Int,
                 lastWrite: Int64?, lastWriteError: String?, problems: [String], signInRequired: [String],
-                connections: Int, requestsServed: Int) {
+                connections: Int, requestsServed: Int, dbusBroker: String? = nil) {
         self.version = version
         self.protocolVersion = protocolVersion
         self.pid = pid
@@ -355,6 +358,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
         self.signInRequired = signInRequired
         self.connections = connections
         self.requestsServed = requestsServed
+        self.dbusBroker = dbusBroker
     }
 }
 

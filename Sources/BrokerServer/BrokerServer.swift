@@ -42,15 +42,17 @@ public final class BrokerServer: Sendable {
     }
 
     /// Starts serving on `socketPath`, or on `activatedDescriptor` (a listening socket from systemd).
+    /// `dbusBroker`: where the daemon reports its D-Bus front end, for `getStatus`.
     public static func start(broker: Broker, socketPath: String, activatedDescriptor: Int32?, configPath: String?,
-                             settings: ServerSettings, logger: Logger) async throws -> BrokerServer {
+                             settings: ServerSettings, dbusBroker: FrontEndState = FrontEndState(),
+                             logger: Logger) async throws -> BrokerServer {
         // One event loop. Two (one per core) would answer cache hits of many clients on both cores, but made the
         // refusal of another user's connection reach the client only some of the time (PeerCredentialTests): the
         // peer-credential check and the refusal need a look before that is turned on.
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let state = ServerState(settings: settings, ownUID: getuid())
         let router = RequestRouter(broker: broker, info: DaemonInfo(socketPath: socketPath, socketActivated: activatedDescriptor != nil,
-                                                                    configPath: configPath),
+                                                                    configPath: configPath, dbusBroker: dbusBroker),
                                    state: state, logger: logger)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 512)

@@ -14,11 +14,14 @@ public struct DaemonInfo: Sendable {
     public var socketPath: String
     public var socketActivated: Bool
     public var configPath: String?
+    /// Filled in once the D-Bus front end has started (or not): `getStatus.dbusBroker`.
+    public let dbusBroker: FrontEndState
 
-    public init(socketPath: String, socketActivated: Bool, configPath: String?) {
+    public init(socketPath: String, socketActivated: Bool, configPath: String?, dbusBroker: FrontEndState = FrontEndState()) {
         self.socketPath = socketPath
         self.socketActivated = socketActivated
         self.configPath = configPath
+        self.dbusBroker = dbusBroker
     }
 }
 
@@ -214,7 +217,8 @@ final class RequestRouter: Sendable {
             accounts: core.accounts, accessTokens: core.accessTokens, refreshTokens: core.refreshTokens,
             idTokens: core.idTokens, appMetadata: core.appMetadata, lastWrite: core.lastWrite,
             lastWriteError: core.lastWriteError, problems: core.problems, signInRequired: core.signInRequired,
-            connections: state.connectionCount, requestsServed: state.requestsServed)
+            connections: state.connectionCount, requestsServed: state.requestsServed,
+            dbusBroker: info.dbusBroker.description)
     }
 
     // MARK: Core → wire

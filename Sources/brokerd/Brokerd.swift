@@ -86,10 +86,11 @@ struct Brokerd: AsyncParsableCommand {
         }
         let socketPath = activated.flatMap(SocketActivation.boundPath(of:)) ?? SocketLocation.resolve(explicit: socket)
         let server: BrokerServer
+        let dbusState = FrontEndState()
         do {
             server = try await BrokerServer.start(
                 broker: broker, socketPath: socketPath, activatedDescriptor: activated, configPath: configPath,
-                settings: Self.settings(configuration), logger: logger)
+                settings: Self.settings(configuration), dbusBroker: dbusState, logger: logger)
         } catch {
             Self.fail("brokerd: cannot serve \(socketPath): \(error)")
         }
@@ -108,7 +109,7 @@ struct Brokerd: AsyncParsableCommand {
             SystemdNotifier.status("serving \(status.accounts) account(s) on \(socketPath)")
         }
 
-        let dbus = dbusBroker || configuration.dbusBroker ? Self.startDBus(broker: broker, logger: logger) : nil
+        let dbus = dbusBroker || configuration.dbusBroker ? Self.startDBus(broker: broker, state: dbusState, logger: logger) : nil
         let watchdog = startWatchdog(broker: broker, logger: logger)
         let backgroundRefresh: Task<Void, Never>? = configuration.backgroundRefresh ? Task {
             await broker.runBackgroundRefresh(BackgroundRefreshSettings(
@@ -166,18 +167,24 @@ struct Brokerd: AsyncParsableCommand {
     }
 
     /// The D-Bus front end, when a session bus is there and nobody else owns the name (it is never taken away).
-    static func startDBus(broker: Broker, logger: Logger) -> DBusFrontEnd? {
+    /// `state` gets what `getStatus.dbusBroker` says.
+    static func startDBus(broker: Broker, state: FrontEndState, logger: Logger) -> DBusFrontEnd? {
         let methods = Broker1Methods(broker: broker, version: brokerVersion, logger: logger)
         let (service, outcome) = DBusFrontEnd.start(methods: methods, logger: logger)
+        let name = DBusFrontEnd.busName
         switch outcome {
         case .serving:
-            logger.info("serving on the D-Bus session bus", metadata: ["name": "\(DBusFrontEnd.busName)"])
+            logger.info("serving on the D-Bus session bus", metadata: ["name": "\(name)"])
+            state.set("serving \(name) on the session bus")
         case .nameOwnedByAnother:
-            logger.warning("another process owns \(DBusFrontEnd.busName) on the session bus; serving the socket API only")
+            logger.warning("another process owns \(name) on the session bus; serving the socket API only")
+            state.set("not serving: another process owns \(name) on the session bus (brokerd never takes it)")
         case .noSessionBus(let why):
             logger.notice("no D-Bus session bus (\(why)); serving the socket API only")
+            state.set("not serving: no D-Bus session bus (\(why))")
         case .failed(let why):
             logger.error("the D-Bus front end could not start: \(why); serving the socket API only")
+            state.set("not serving: \(why)")
         }
         return service
     }

@@ -122,6 +122,8 @@ final class DBusFrontEndTests: XCTestCase {
         for key in ["errorCode", "tag", "context"] { XCTAssertNotNil(silent[key], key) }
         XCTAssertTrue(daemon.log.contains("method=acquireTokenSilently"), daemon.log)
         XCTAssertTrue(daemon.log.contains("client_exe=/usr/bin/busctl"), "the caller's executable is logged")
+        let status = try daemon.ctl(["status", "--json"])
+        XCTAssertTrue(status.stdout.contains(#""dbusBroker":"serving com.microsoft.identity.broker1 on the session bus""#), status.stdout)
     }
 
     func testAccountsAndACachedTokenAsMSALReadsThem() throws {
@@ -229,6 +231,8 @@ final class DBusFrontEndTests: XCTestCase {
         let second = try daemon()
         for _ in 0..<200 where !second.log.contains("another process owns") { usleep(25_000) }
         XCTAssertTrue(second.log.contains("another process owns com.microsoft.identity.broker1"), second.log)
+        let shown = try second.ctl(["status"])
+        XCTAssertTrue(shown.stdout.contains("D-Bus") && shown.stdout.contains("not serving: another process owns"), shown.stdout)
         first.stop()
         // The owner left: the name is free (nobody queued for it), and the second broker serves its socket still.
         XCTAssertEqual(try second.ctl(["status"]).status, 0)
@@ -239,5 +243,6 @@ final class DBusFrontEndTests: XCTestCase {
         var failure = ""
         XCTAssertNil(try call("getLinuxBrokerVersion", "{}", failure: &failure))
         XCTAssertTrue(failure.contains("com.microsoft.identity.broker1") || !failure.isEmpty, failure)
+        XCTAssertFalse(try daemon.ctl(["status", "--json"]).stdout.contains("dbusBroker"), "absent while it is off")
     }
 }
