@@ -149,6 +149,7 @@ public final class BrokerServer: Sendable {
             logger.warning("shutting down with requests still running", metadata: ["in_flight": "\(state.inFlight)"])
         }
         for channel in open { try? await channel.close() }
+        router.requestLog.flush()  // the counts of repeated requests whose window is still open
         if removeSocketFile { unlink(socketPath) }
         try? await group.shutdownGracefully()
     }

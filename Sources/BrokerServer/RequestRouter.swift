@@ -33,12 +33,14 @@ final class RequestRouter: Sendable {
     let state: ServerState
     let logger: Logger
     let memo = SilentAnswerMemo()
+    let requestLog: RequestLog
 
     init(broker: Broker, info: DaemonInfo, state: ServerState, logger: Logger) {
         self.broker = broker
         self.info = info
         self.state = state
         self.logger = logger
+        requestLog = RequestLog(logger: logger)
     }
 
     /// Answers one request: the result or error JSON, or nil for a notification. Logs method, caller, duration
@@ -55,7 +57,8 @@ final class RequestRouter: Sendable {
         }
     }
 
-    /// One line per request: method, caller, duration and outcome — never params or results, which may carry secrets.
+    /// One line per request (repeats counted: `RequestLog`): method, caller, duration and outcome — never params or
+    /// results, which may carry secrets.
     func log(_ request: RPCRequest, from peer: PeerIdentity, since started: ContinuousClock.Instant,
              outcome: Result<[UInt8], RPCError>) {
         log(method: request.method, from: peer, since: started, outcome: outcome)
@@ -66,15 +69,12 @@ final class RequestRouter: Sendable {
         guard logger.logLevel <= .info else { return }
         let elapsed = ContinuousClock.now - started
         let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
-        var metadata: Logger.Metadata = [
-            "method": "\(method)", "client_pid": "\(peer.pid)", "client_exe": "\(peer.executable ?? "?")",
-            "duration_us": "\(micros)",
-        ]
+        let result: String
         switch outcome {
-        case .success: metadata["outcome"] = "ok"
-        case .failure(let error): metadata["outcome"] = "error \(error.code)"
+        case .success: result = "ok"
+        case .failure(let error): result = "error \(error.code)"
         }
-        logger.info("request", metadata: metadata)
+        requestLog.record(.init(method: method, outcome: result, pid: peer.pid, executable: peer.executable), micros: micros)
     }
 
     private func dispatch(_ request: RPCRequest, link: ConnectionLink) async -> Result<[UInt8], RPCError> {

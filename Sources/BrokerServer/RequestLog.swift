@@ -1,0 +1,108 @@
+import Logging
+import Synchronization
+
+/// The request log: one line per request (method, caller pid and executable, duration, outcome), except that a
+/// request identical to one written less than `window` ago (same method, outcome, pid and executable) is counted
+/// instead, and the count is written as one line (`repeated=N`) when that window ends. An app that asks for the
+/// same cached token thousands of times a second would otherwise pay a formatted log write for every hit (measured:
+/// a fifth to a third of the 64-client rate at the default level), and journald would drop the excess anyway (its
+/// default rate limit). This way every request is still accounted for, with its caller.
+final class RequestLog: Sendable {
+    struct Key: Hashable, Sendable {
+        var method: String
+        var outcome: String
+        var pid: Int32
+        var executable: String?
+    }
+
+    private struct Tally {
+        var opened: ContinuousClock.Instant
+        var repeated = 0
+        var slowestMicros: Int64 = 0
+    }
+
+    private struct State {
+        var tallies: [Key: Tally] = [:]
+        var sweepScheduled = false
+    }
+
+    private let logger: Logger
+    private let window: Duration
+    private let state = Mutex(State())
+
+    init(logger: Logger, window: Duration = .seconds(10)) {
+        self.logger = logger
+        self.window = window
+    }
+
+    func record(_ key: Key, micros: Int64) {
+        guard logger.logLevel <= .info else { return }
+        let now = ContinuousClock.now
+        let window = self.window
+        let (counted, earlier, scheduleSweep) = state.withLock { state -> (Bool, Tally?, Bool) in
+            let schedule = !state.sweepScheduled
+            state.sweepScheduled = true
+            if var tally = state.tallies[key], now - tally.opened < window {
+                tally.repeated += 1
+                tally.slowestMicros = max(tally.slowestMicros, micros)
+                state.tallies[key] = tally
+                return (true, nil, schedule)
+            }
+            let earlier = state.tallies.updateValue(Tally(opened: now), forKey: key)
+            return (false, earlier, schedule)
+        }
+        if let earlier, earlier.repeated > 0 { writeRepeats(key, earlier) }
+        if !counted { write(key, micros: micros) }
+        if scheduleSweep { scheduleNextSweep() }
+    }
+
+    /// Writes the counts of every window, ended or not (at shutdown).
+    func flush() {
+        let tallies = state.withLock { state in
+            defer { state.tallies.removeAll() }
+            return state.tallies
+        }
+        for (key, tally) in tallies where tally.repeated > 0 { writeRepeats(key, tally) }
+    }
+
+    /// Writes the counts of the windows that have ended and forgets them; runs while any window is open.
+    private func sweep() {
+        let now = ContinuousClock.now
+        let window = self.window
+        let (ended, more) = state.withLock { state -> ([(Key, Tally)], Bool) in
+            var ended: [(Key, Tally)] = []
+            for (key, tally) in state.tallies where now - tally.opened >= window {
+                ended.append((key, tally))
+                state.tallies[key] = nil
+            }
+            state.sweepScheduled = !state.tallies.isEmpty
+            return (ended, state.sweepScheduled)
+        }
+        for (key, tally) in ended where tally.repeated > 0 { writeRepeats(key, tally) }
+        if more { scheduleNextSweep() }
+    }
+
+    private func scheduleNextSweep() {
+        let window = self.window
+        Task { [weak self] in
+            try? await Task.sleep(for: window)
+            self?.sweep()
+        }
+    }
+
+    private func write(_ key: Key, micros: Int64) {
+        logger.info("request", metadata: [
+            "method": "\(key.method)", "client_pid": "\(key.pid)", "client_exe": "\(key.executable ?? "?")",
+            "duration_us": "\(micros)", "outcome": "\(key.outcome)",
+        ])
+    }
+
+    private func writeRepeats(_ key: Key, _ tally: Tally) {
+        let seconds = window.components.seconds
+        logger.info("request", metadata: [
+            "method": "\(key.method)", "client_pid": "\(key.pid)", "client_exe": "\(key.executable ?? "?")",
+            "outcome": "\(key.outcome)", "repeated": "\(tally.repeated)", "within_s": "\(seconds)",
+            "slowest_us": "\(tally.slowestMicros)",
+        ])
+    }
+}
