@@ -125,10 +125,11 @@ final class ConnectionHandler: ChannelInboundHandler {
         let handler = NIOLoopBound(self, eventLoop: context.eventLoop)
         let boundContext = NIOLoopBound(context, eventLoop: context.eventLoop)
         let eventLoop = context.eventLoop
-        let made = ConnectionLink { message in
+        let made = ConnectionLink { message, droppable in
             eventLoop.execute {
-                guard handler.value.phase == .serving else { return }
-                handler.value.write(message, context: boundContext.value)
+                let handler = handler.value
+                guard handler.phase == .serving, handler.writable || !droppable else { return }
+                handler.write(message, context: boundContext.value)
             }
         }
         connectionLink = made

@@ -135,6 +135,47 @@ final class RequestLimitTests: XCTestCase {
         XCTAssertEqual(daemon.stop(), 0, daemon.log)
     }
 
+    func testEventsForASubscriberThatDoesNotReadAreDroppedNotQueued() throws {
+        let daemon = try Daemon()
+        try daemon.start()
+        let subscribe = #"{"jsonrpc":"2.0","id":0,"method":"subscribe","params":{"events":["statusChanged"]}}"#
+        let deaf = try RawClient(daemon.socket, receiveTimeout: 60), listener = try RawClient(daemon.socket, receiveTimeout: 60)
+        XCTAssertNotNil(try deaf.call(subscribe).result)
+        XCTAssertNotNil(try listener.call(subscribe).result)
+
+        // The deaf subscriber sends requests and reads no answer, until brokerd stops reading from it.
+        let count = 20_000
+        var payload: [UInt8] = []
+        for id in 1...count { payload += Array(#"{"jsonrpc":"2.0","id":\#(id),"method":"getBrokerVersion"}"#.utf8) + [0x0A] }
+        let writer = BackgroundWriter(client: deaf, payload: payload)
+        var unchanged = 0, lastSent = -1
+        while !writer.isDone, unchanged < 8 {
+            usleep(250_000)
+            unchanged = writer.sent == lastSent ? unchanged + 1 : 0
+            lastSent = writer.sent
+        }
+        XCTAssertFalse(writer.isDone, "brokerd read everything although the client read nothing")
+
+        // Events happen meanwhile: the listening subscriber gets every one.
+        let events = 1000
+        let importer = try RawClient(daemon.socket)
+        for _ in 1...events {
+            XCTAssertNotNil(try importer.call(#"{"jsonrpc":"2.0","id":1,"method":"importCache","params":{"format":"msal","data":"{}"}}"#).result)
+        }
+        var heard = 0
+        while heard < events { if try listener.readMessage()["method"] as? String == "statusChanged" { heard += 1 } }
+
+        // The deaf one gets every answer once it reads, but the events made while it did not read were dropped.
+        var answers = 0, deafEvents = 0
+        while answers < count, let line = try deaf.readLine() {
+            if line.contains(#""method":"statusChanged""#) { deafEvents += 1 } else { answers += 1 }
+        }
+        XCTAssertEqual(answers, count)
+        XCTAssertLessThan(deafEvents, events / 2, "events queued for a client that did not read")
+        writer.wait()
+        XCTAssertEqual(daemon.stop(), 0, daemon.log)
+    }
+
     /// Counts answer lines (without parsing them) until `expected` arrived or the connection ends.
     private static func countLines(on client: RawClient, until expected: Int) throws -> Int {
         var lines = 0
