@@ -104,4 +104,26 @@ final class ConnectionCapTests: XCTestCase {
         XCTAssertTrue(served, daemon.log)
         XCTAssertEqual(daemon.stop(), 0, daemon.log)
     }
+
+    /// Started with a soft descriptor limit lower than max_connections needs (as systemd's 1024 would be for a few
+    /// thousand), brokerd raises it to the hard limit and admits every connection.
+    func testTheSoftDescriptorLimitIsRaisedWhenMaxConnectionsNeedsIt() throws {
+        let daemon = try Daemon(config: "max_connections = 600\nmax_connections_per_process = 600\nline_timeout = 600\n")
+        let process = try daemon.launch(prefix: ["/bin/sh", "-c", #"ulimit -Sn 256 && exec "$0" "$@""#])
+        defer { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        try daemon.waitUntilServing()
+        let limits = try String(contentsOfFile: "/proc/\(process.processIdentifier)/limits", encoding: .utf8)
+        let openFiles = try XCTUnwrap(limits.split(separator: "\n").first { $0.hasPrefix("Max open files") })
+        let soft = try XCTUnwrap(Int(openFiles.split(separator: " ", omittingEmptySubsequences: true)[3]), String(openFiles))
+        XCTAssertGreaterThanOrEqual(soft, 600 + 256, String(openFiles))
+
+        let stalled = try (0..<400).map { _ in try RawClient(daemon.socket) }
+        for client in stalled { try client.send(LimitTestSupport.halfALine) }
+        let status = try LimitTestSupport.probeFromAnotherProcess(daemon.socket)
+        XCTAssertGreaterThanOrEqual(try XCTUnwrap(status.result?["connections"] as? Int, "\(status)"), 400)
+        XCTAssertTrue(try linesAlreadySent(stalled).isEmpty, "no connection had to make room")
+        kill(process.processIdentifier, SIGTERM)
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0, daemon.log)
+    }
 }
