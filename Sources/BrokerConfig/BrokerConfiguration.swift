@@ -16,8 +16,16 @@ public struct BrokerConfiguration: Sendable, Equatable {
     /// Accept connections from root when brokerd runs as another user (refused by default).
     public var allowRoot = false
     public var maxConnections = 256
+    /// Connections one client process may hold; past it (or `maxConnections`) its longest-idle one is closed.
+    public var maxConnectionsPerProcess = 64
     /// Seconds a connection may stay silent (with no request in flight) before it is closed.
     public var idleTimeoutSeconds = 300
+    /// Requests one connection may have running (each batch member counts) before brokerd stops reading from it.
+    public var maxRequestsInFlight = 64
+    /// Members a JSON-RPC batch may have.
+    public var maxBatchSize = 100
+    /// Seconds a client has to finish a request line it has begun.
+    public var lineTimeoutSeconds = 10
     /// Seconds in-flight requests get to finish on SIGTERM.
     public var shutdownGraceSeconds = 5
     /// Extra wait before a cache write, to coalesce bursts; changes made during a write share the next one anyway.
@@ -165,6 +173,10 @@ public struct BrokerConfiguration: Sendable, Equatable {
         case "allow_root": allowRoot = try entry.bool()
         case "max_connections": maxConnections = try entry.int(1...100_000)
         case "idle_timeout": idleTimeoutSeconds = try entry.int(1...86_400)
+        case "max_connections_per_process": maxConnectionsPerProcess = try entry.int(1...100_000)
+        case "max_requests_in_flight": maxRequestsInFlight = try entry.int(1...10_000)
+        case "max_batch_size": maxBatchSize = try entry.int(1...10_000)
+        case "line_timeout": lineTimeoutSeconds = try entry.int(1...3600)
         case "shutdown_grace": shutdownGraceSeconds = try entry.int(0...300)
         case "write_delay_ms": writeDelayMilliseconds = try entry.int(0...10_000)
         case "default_authority": defaultAuthority = try entry.string()

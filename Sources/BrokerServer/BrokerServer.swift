@@ -6,6 +6,9 @@ import NIOPosix
 
 #if canImport(Glibc)
 import Glibc
+
+/// RLIMIT_NOFILE as getrlimit/setrlimit take it (glibc declares it as an enum, which Swift imports as a struct).
+private let RLIMIT_NOFILE_RESOURCE = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
 #endif
 
 /// The JSON-RPC server on a Unix socket: binds (or adopts systemd's socket), serves, and stops gracefully.
@@ -50,6 +53,9 @@ public final class BrokerServer: Sendable {
         // refusal of another user's connection reach the client only some of the time (PeerCredentialTests): the
         // peer-credential check and the refusal need a look before that is turned on.
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        // The connection table is confined to that one loop: a second loop would need a table per loop or a lock.
+        let table = NIOLoopBoundBox.makeBoxSendingValue(ConnectionTable(), eventLoop: group.next())
+        raiseDescriptorLimit(toServe: settings.maxConnections, logger: logger)
         let state = ServerState(settings: settings, ownUID: getuid())
         let router = RequestRouter(broker: broker, info: DaemonInfo(socketPath: socketPath, socketActivated: activatedDescriptor != nil,
                                                                     configPath: configPath, dbusBroker: dbusBroker),
@@ -58,11 +64,15 @@ public final class BrokerServer: Sendable {
             .serverChannelOption(ChannelOptions.backlog, value: 512)
             .childChannelOption(ChannelOptions.autoRead, value: false)
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            // Past the high mark the channel is unwritable and brokerd stops reading from it (ConnectionHandler):
+            // a client that does not read its answers holds at most this much of them, plus its running requests'.
+            .childChannelOption(ChannelOptions.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))
             .childChannelInitializer { channel in
                 let idle = state.settings.withLockedValue { $0.idleTimeout }
                 return channel.eventLoop.makeCompletedFuture {
+                    let handler = ConnectionHandler(state: state, router: router, table: table.value, logger: logger)
                     try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idle))
-                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(state: state, router: router, logger: logger))
+                    try channel.pipeline.syncOperations.addHandler(handler)
                 }
             }
         do {
@@ -133,7 +143,33 @@ public final class BrokerServer: Sendable {
     public var requestsServed: Int { state.requestsServed }
 
     public func update(_ change: @Sendable (inout ServerSettings) -> Void) {
-        state.settings.withLockedValue { change(&$0) }
+        let maxConnections = state.settings.withLockedValue { settings in
+            change(&settings)
+            return settings.maxConnections
+        }
+        Self.raiseDescriptorLimit(toServe: maxConnections, logger: logger)
+    }
+
+    /// Descriptors brokerd needs besides its connections: cache and key files, the listening sockets, connections to
+    /// identity providers, sign-in listeners, D-Bus.
+    static let ownDescriptors = 256
+
+    /// Raises the soft RLIMIT_NOFILE (up to the hard one) when `maxConnections` would not fit under it: a systemd
+    /// user service starts with 1024 soft / 524288 hard, and at the soft limit accept() fails for everyone.
+    static func raiseDescriptorLimit(toServe maxConnections: Int, logger: Logger) {
+        var limit = rlimit()
+        guard getrlimit(RLIMIT_NOFILE_RESOURCE, &limit) == 0 else { return }
+        let needed = rlim_t(maxConnections + ownDescriptors)
+        guard limit.rlim_cur < needed else { return }
+        let previous = limit.rlim_cur
+        limit.rlim_cur = limit.rlim_max
+        guard setrlimit(RLIMIT_NOFILE_RESOURCE, &limit) == 0 else { return }
+        logger.debug("raised the open file limit", metadata: ["from": "\(previous)", "to": "\(limit.rlim_cur)"])
+        if limit.rlim_cur < needed {
+            logger.warning("the open file limit is lower than max_connections needs", metadata: [
+                "limit": "\(limit.rlim_cur)", "max_connections": "\(maxConnections)",
+            ])
+        }
     }
 
     /// Stops accepting, lets in-flight requests finish for at most `grace`, then closes every connection.

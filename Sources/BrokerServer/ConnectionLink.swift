@@ -3,18 +3,24 @@ import NIOConcurrencyHelpers
 /// What a request may do with its connection besides answering: send notifications (interactive prompts,
 /// subscribed events) and keep event forwarding running until the connection closes.
 final class ConnectionLink: Sendable {
-    private let sender: @Sendable ([UInt8]) -> Void
+    private let sender: @Sendable (_ message: [UInt8], _ droppable: Bool) -> Void
     private let subscriptions = NIOLockedValueBox<(tasks: [Task<Void, Never>], closed: Bool)>(([], false))
     private let closeActions = NIOLockedValueBox<(actions: [@Sendable () -> Void], closed: Bool)>(([], false))
 
-    init(send: @escaping @Sendable ([UInt8]) -> Void) {
+    /// `send` writes a message; one marked droppable is dropped while the client is not taking its output.
+    init(send: @escaping @Sendable (_ message: [UInt8], _ droppable: Bool) -> Void) {
         sender = send
     }
 
     /// For requests that have no connection (tests, internal callers).
-    static let detached = ConnectionLink(send: { _ in })
+    static let detached = ConnectionLink(send: { _, _ in })
 
-    func send(_ message: [UInt8]) { sender(message) }
+    /// A notification the request needs to go on (an interactive prompt): always sent.
+    func send(_ message: [UInt8]) { sender(message, false) }
+
+    /// A subscribed event: dropped while the client leaves its answers unread, since events can come without end
+    /// and would otherwise pile up in brokerd's write buffer.
+    func sendEvent(_ message: [UInt8]) { sender(message, true) }
 
     /// Keeps `task` running until the connection closes; false (and the task canceled) if it already has.
     @discardableResult

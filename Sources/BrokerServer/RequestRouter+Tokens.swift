@@ -159,7 +159,7 @@ extension RequestRouter {
                 case .statusChanged: params = AccountEventNotification(homeAccountId: nil, clientId: nil)
                 }
                 guard let json = try? ProtocolCoding.encode(params) else { continue }
-                link.send(RPCEnvelope.notification(method: event.name, paramsJSON: json))
+                link.sendEvent(RPCEnvelope.notification(method: event.name, paramsJSON: json))
             }
         })
         return try ProtocolCoding.encode(SubscribeResult(events: wanted))

@@ -1,21 +1,32 @@
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// Settings that SIGHUP may change while connections are open.
+/// Settings that SIGHUP may change while connections are open. The per-connection ones (in flight, batch, line
+/// timeout, idle timeout) are read once when a connection opens, so a request never takes the settings lock.
 public struct ServerSettings: Sendable {
     public var allowRoot: Bool
     public var maxConnections: Int
+    /// Connections one process (by SO_PEERCRED pid) may hold, so one leaky app cannot take every slot.
+    public var maxConnectionsPerProcess: Int
     public var idleTimeout: TimeAmount
-    /// Requests one connection may have in flight before brokerd stops reading from it.
+    /// Requests (each batch member counts) one connection may have running before brokerd stops reading from it.
     public var maxInFlightPerConnection: Int
+    /// Members a batch may have; a longer batch is refused whole.
+    public var maxBatchSize: Int
+    /// Time a client has to finish a line it has begun (while brokerd reads), before an error and the close.
+    public var lineTimeout: TimeAmount
     public var maxMessageBytes: Int
 
-    public init(allowRoot: Bool = false, maxConnections: Int = 256, idleTimeout: TimeAmount = .seconds(300),
-                maxInFlightPerConnection: Int = 64, maxMessageBytes: Int = 1 << 20) {
+    public init(allowRoot: Bool = false, maxConnections: Int = 256, maxConnectionsPerProcess: Int = 64,
+                idleTimeout: TimeAmount = .seconds(300), maxInFlightPerConnection: Int = 64, maxBatchSize: Int = 100,
+                lineTimeout: TimeAmount = .seconds(10), maxMessageBytes: Int = 1 << 20) {
         self.allowRoot = allowRoot
         self.maxConnections = maxConnections
+        self.maxConnectionsPerProcess = maxConnectionsPerProcess
         self.idleTimeout = idleTimeout
         self.maxInFlightPerConnection = maxInFlightPerConnection
+        self.maxBatchSize = maxBatchSize
+        self.lineTimeout = lineTimeout
         self.maxMessageBytes = maxMessageBytes
     }
 }
@@ -43,11 +54,10 @@ final class ServerState: Sendable {
     var inFlight: Int { counters.withLockedValue { $0.inFlight } }
     var isDraining: Bool { counters.withLockedValue { $0.draining } }
 
-    /// Registers a connection unless the cap is reached.
-    func admit(_ channel: Channel) -> Bool {
-        let cap = settings.withLockedValue { $0.maxConnections }
-        return counters.withLockedValue { state in
-            guard state.channels.count < cap, !state.draining else { return false }
+    /// Registers an admitted connection (the caps are ConnectionTable's); false once shutting down.
+    func register(_ channel: Channel) -> Bool {
+        counters.withLockedValue { state in
+            guard !state.draining else { return false }
             state.channels[ObjectIdentifier(channel)] = channel
             return true
         }

@@ -191,7 +191,11 @@ struct Brokerd: AsyncParsableCommand {
 
     static func settings(_ configuration: BrokerConfiguration) -> ServerSettings {
         ServerSettings(allowRoot: configuration.allowRoot, maxConnections: configuration.maxConnections,
-                       idleTimeout: .seconds(Int64(configuration.idleTimeoutSeconds)))
+                       maxConnectionsPerProcess: configuration.maxConnectionsPerProcess,
+                       idleTimeout: .seconds(Int64(configuration.idleTimeoutSeconds)),
+                       maxInFlightPerConnection: configuration.maxRequestsInFlight,
+                       maxBatchSize: configuration.maxBatchSize,
+                       lineTimeout: .seconds(Int64(configuration.lineTimeoutSeconds)))
     }
 
     static func identitySettings(_ configuration: BrokerConfiguration) -> IdentityProvider.Settings {
