@@ -80,6 +80,46 @@ final class MSALPythonBrokerTests: XCTestCase {
                        newScope["access_token_sha256"] as? String)
     }
 
+    /// msal's remove_account is local to the app with the real client (reference: libmsalruntime's signout_silently
+    /// never sends removeAccount): the app forgets the account, brokerd keeps it, and another app of the user still
+    /// gets a token for it. Should pymsalruntime ever send removeAccount, this test says so.
+    func testRemoveAccountIsLocalToTheAppAndBrokerdKeepsTheAccount() throws {
+        let entra = try TestEntra()
+        let daemon = try broker(entra)
+        try entra.control("/test/next-signin?username=alice@contoso.example")
+        let report = try app(entra, client: TestEntra.famA, [
+            "interactive|\(TestEntra.graph)|alice@contoso.example", "remove", "accounts",
+        ])
+        XCTAssertEqual(report.count, 3, "\(report) \(daemon.log)")
+        XCTAssertEqual(report.last?["usernames"] as? [String], [], "the app forgot the account: \(report)")
+        XCTAssertFalse(daemon.log.contains("method=removeAccount"), "pymsalruntime now sends removeAccount: \(daemon.log)")
+        let status = try daemon.ctl(["status", "--json"])
+        XCTAssertTrue(status.stdout.contains(#""accounts":1"#), status.stdout)
+        let other = try daemon.ctl(["token", "--client-id", TestEntra.famB, "--authority",
+                                    "https://login.microsoftonline.com/common", "--scope", TestEntra.graph])
+        XCTAssertEqual(other.status, 0, "another app of the family gets its token: \(other.stderr)")
+    }
+
+    /// A claims challenge from a resource reaches brokerd through msal and pymsalruntime, and brokerd takes it to the
+    /// token endpoint (with the client capabilities merged in): the emulator logs a refresh that carries claims.
+    func testAClaimsChallengeGoesThroughToTheTokenEndpoint() throws {
+        let entra = try TestEntra()
+        let daemon = try broker(entra)
+        try entra.control("/test/next-signin?username=alice@contoso.example")
+        let claims = #"{"access_token":{"nbf":{"essential":true,"value":"1700000000"}}}"#
+        let report = try app(entra, client: TestEntra.famA, [
+            "interactive|\(TestEntra.graph)|alice@contoso.example", "claims|\(TestEntra.graph)|\(claims)",
+        ])
+        XCTAssertEqual(report.count, 2, "\(report) \(daemon.log)")
+        XCTAssertEqual(report.last?["token_source"] as? String, "broker", "\(report)")
+        XCTAssertNotNil(report.last?["access_token_sha256"], "\(report)")
+        let refresh = try entra.tokenRequests().last { $0["grant_type"] as? String == "refresh_token" }
+        XCTAssertEqual(refresh?["has_claims"] as? Bool, true, "\(String(describing: refresh))")
+        let sent = (refresh?["claims"] as? [String: Any])?["access_token"] as? [String: Any]
+        XCTAssertNotNil(sent?["nbf"], "the challenge: \(String(describing: refresh))")
+        XCTAssertNotNil(sent?["xms_cc"], "merged with the client capabilities: \(String(describing: refresh))")
+    }
+
     /// With no broker on the bus, msal-python turns the broker off by itself (and would use its own browser flow).
     func testWithoutBrokerdMSALFallsBackByItself() throws {
         let entra = try TestEntra()

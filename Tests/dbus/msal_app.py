@@ -8,6 +8,7 @@ msal-python's own HTTP (instance and OIDC discovery of login.microsoftonline.com
 its `http_client=`; token requests go through pymsalruntime and D-Bus to brokerd. Steps, run in order in one app:
     interactive|SCOPE[|LOGIN_HINT]   acquire_token_interactive (console window handle)
     silent|SCOPE                     acquire_token_silent_with_error for the first account
+    claims|SCOPE|CLAIMS_JSON         the same with a claims challenge (msal then skips its own cache)
     accounts                         get_accounts
     remove                           remove_account (the first account)
     broker                           whether msal-python kept the broker on (it turns it off when none answers)
@@ -88,6 +89,12 @@ def main():
         elif kind == "silent":
             accounts = app.get_accounts()
             result = app.acquire_token_silent_with_error([rest], account=accounts[0]) if accounts else None
+            report.append(dict(summary(result), step=step))
+        elif kind == "claims":
+            scope, _, claims = rest.partition("|")
+            accounts = app.get_accounts()
+            result = (app.acquire_token_silent_with_error([scope], account=accounts[0], claims_challenge=claims)
+                      if accounts else None)
             report.append(dict(summary(result), step=step))
         elif kind == "accounts":
             report.append({"step": step, "usernames": [a.get("username") for a in app.get_accounts()]})
