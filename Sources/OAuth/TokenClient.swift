@@ -69,7 +69,8 @@ public struct TokenClient: Sendable {
                               retry: Bool) async throws(OAuthFailure) -> TokenResponse {
         var response = try await transport.postForm(endpoint, fields, headers: headers)
         if retry, response.status == 503 || response.status == 429 {
-            let wait = min(2, Int64(response.header("Retry-After") ?? "") ?? 1)
+            // Retry-After is the server's number: a negative or huge one must neither trap nor hold the caller.
+            let wait = min(max(Int64(response.header("Retry-After") ?? "") ?? 1, 0), 2)
             try? await Task.sleep(for: .seconds(wait))
             response = try await transport.postForm(endpoint, fields, headers: headers)
         }

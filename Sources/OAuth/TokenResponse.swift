@@ -14,6 +14,11 @@ public struct TokenResponse: Sendable {
     public var clientInfo: String?
     public var familyId: String?
 
+    /// The longest lifetime taken from an IdP (ten years). The numbers come from outside: clamped here, every sum
+    /// with a Unix time stays far from `Int64.max`, and a negative one counts as already expired.
+    public static let maxLifetimeSeconds: Int64 = 10 * 365 * 86_400
+
+    /// `expires_in`, `ext_expires_in` and `refresh_in` clamped to 0…`maxLifetimeSeconds`.
     package init(json body: [UInt8]) throws(OAuthFailure) {
         guard case .object(let object)? = try? JSONReader.parse(body) else {
             throw .invalidResponse("the token response is not a JSON object")
@@ -24,14 +29,18 @@ public struct TokenResponse: Sendable {
         self.accessToken = accessToken
         tokenType = object["token_type"]?.stringValue ?? "Bearer"
         // Without expires_in, RFC 6749 leaves the lifetime to documentation; an hour is what IdPs use.
-        expiresIn = object["expires_in"]?.integerValue ?? 3600
-        extExpiresIn = object["ext_expires_in"]?.integerValue
-        refreshIn = object["refresh_in"]?.integerValue
+        expiresIn = Self.lifetime(object["expires_in"]) ?? 3600
+        extExpiresIn = Self.lifetime(object["ext_expires_in"])
+        refreshIn = Self.lifetime(object["refresh_in"])
         refreshToken = object["refresh_token"]?.stringValue
         idToken = object["id_token"]?.stringValue
         scope = object["scope"]?.stringValue
         clientInfo = object["client_info"]?.stringValue
         familyId = object["foci"]?.stringValue
+    }
+
+    private static func lifetime(_ value: JSONValue?) -> Int64? {
+        value?.integerValue.map { min(max($0, 0), maxLifetimeSeconds) }
     }
 }
 
