@@ -25,6 +25,9 @@ final class HostileIdP {
     /// Requests of a case held open now (drip, hang).
     func inFlight(_ hostileCase: String) throws -> Int { try statistic("in_flight", hostileCase) }
 
+    /// Requests of a case received so far.
+    func requests(_ hostileCase: String) throws -> Int { try statistic("requests", hostileCase) }
+
     /// Body bytes a bigbody / endless case got out before the client hung up.
     func bodyBytesSent(_ hostileCase: String) throws -> Int { try statistic("body_bytes", hostileCase) }
 
