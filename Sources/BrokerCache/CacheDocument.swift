@@ -38,10 +38,13 @@ public struct CacheDocument: Sendable, Equatable {
                 return
             }
             try reader.readObject { (key, reader) throws(JSONReadError) in
+                // A key given twice is the last value's (as json.loads reads it), whichever map the first went to.
                 if try reader.peekKind() == .object {
                     document.entries[kind, default: [:]][key] = try readEntity(&reader)
+                    document.opaqueEntries[kind]?[key] = nil
                 } else {
                     document.opaqueEntries[kind, default: [:]][key] = try readVerbatim(&reader)
+                    document.entries[kind]?[key] = nil
                 }
             }
         }
@@ -111,7 +114,8 @@ public struct CacheDocument: Sendable, Equatable {
             member(sectionIndex, kind.sectionName, level: 1)
             sectionIndex += 1
             let objects = entries[kind] ?? [:], opaque = opaqueEntries[kind] ?? [:]
-            let keys = (Array(objects.keys) + Array(opaque.keys)).sorted()
+            // A key in both maps (a merge can put it there) is written once, as the entry.
+            let keys = Set(objects.keys).union(opaque.keys).sorted()
             out.append(UInt8(ascii: "{"))
             for (index, key) in keys.enumerated() {
                 member(index, key, level: 2)
@@ -128,7 +132,9 @@ public struct CacheDocument: Sendable, Equatable {
             if !keys.isEmpty { newline(1) }
             out.append(UInt8(ascii: "}"))
         }
-        for (name, json) in otherSections where !excluded.contains(name) {
+        // A known section's name with a value that is not an object was kept as another section; written after the
+        // section itself, it would be a duplicate key that other SDKs read instead of the section.
+        for (name, json) in otherSections where !excluded.contains(name) && CredentialKind(rawValue: name) == nil {
             member(sectionIndex, name, level: 1)
             sectionIndex += 1
             writer.write(.raw(json), into: &out, level: 1)
