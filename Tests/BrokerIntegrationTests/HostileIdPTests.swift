@@ -29,7 +29,7 @@ final class HostileIdPTests: XCTestCase {
         cases += [("idtoken-iss", serverError), ("idtoken-aud", serverError), ("idtoken-exp", serverError)]
         cases += [("token-missing-access_token", serverError), ("token-missing-id_token", serverError)]
         cases += ["token_type", "expires_in", "refresh_token", "scope"].map { ("token-missing-\($0)", .token) }
-        cases += [("token-huge", .token), ("token-negative", .token)]
+        cases += [("token-huge", .token), ("token-negative", .token), ("idtoken-bignumber", .token)]
 
         // All at once, each on its own connection: one IdP's trouble is no other request's.
         let flows = try cases.map { try HostileFlow($0.0, idp: idp, daemon: daemon) }
@@ -66,6 +66,9 @@ final class HostileIdPTests: XCTestCase {
         // NIO's HTTP parser takes 80 KiB of headers at most.
         XCTAssertLessThan(try idp.bodyBytesSent("discovery-headbomb"), 64 << 20)
         XCTAssertTrue(message(answers["discovery-headbomb"]).contains("cannot reach"), message(answers["discovery-headbomb"]))
+        // Claims beyond any Double are kept as accountClaims: every account answer must still encode.
+        let accounts = try RawClient(daemon.socket).request("getAccounts")
+        XCTAssertNotNil(accounts.result?["accounts"], "\(accounts)")
         try assertStillServing(daemon, idp: idp, answers: Array(answers.values))
     }
 

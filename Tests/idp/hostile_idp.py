@@ -20,6 +20,7 @@ named misbehaves while the others answer well:
     negative     negative numbers
     missing-F    (token) the token response without field F
     iss, aud, nonce, exp   (idtoken) an id_token whose claim is wrong
+    bignumber    (idtoken) an id_token with claims beyond any Double (1e400), as brokerd keeps them for accountClaims
 
 Every token, refresh token, code and device code it hands out is listed by GET /test/secrets, so a test can check
 that none of them reached a log or an error message. GET /test/stats reports requests per case, the requests held
@@ -74,9 +75,11 @@ def b64url(data):
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def jwt(claims):
+def jwt(claims, raw_members=""):
+    """An unsigned JWT; `raw_members` is JSON text added to the payload as written (json.dumps cannot write 1e400)."""
     header = b64url(json.dumps({"alg": "none", "typ": "JWT"}).encode())
-    return "%s.%s.%s" % (header, b64url(json.dumps(claims).encode()), b64url(b"not-a-signature"))
+    payload = json.dumps(claims)[:-1] + raw_members + "}"
+    return "%s.%s.%s" % (header, b64url(payload.encode()), b64url(b"not-a-signature"))
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -168,7 +171,7 @@ class Handler(BaseHTTPRequestHandler):
                            "exp": {"exp": now - 7200}}.get(behaviour, {}))
         answer = {"access_token": STATE.issue("fake-hostile-at"), "token_type": "Bearer", "expires_in": 3600,
                   "refresh_token": STATE.issue("fake-hostile-rt"), "scope": scope,
-                  "id_token": jwt(claims)}
+                  "id_token": jwt(claims, ', "big": 1e400, "tiny": -1e400' if case == "idtoken-bignumber" else "")}
         with STATE.lock:
             STATE.secrets.append(answer["id_token"])
         if target == "token":
