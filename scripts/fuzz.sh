@@ -52,12 +52,14 @@ for target in "${targets[@]}"; do
     # -timeout: one input taking 10 s is a hang, reported like a crash. Leak detection is off: the Swift
     # runtime keeps its metadata caches for the life of the process, which LeakSanitizer would report.
     status=0
-    "$bin/fuzz-$target" "${limit[@]}" -max_len=16384 -timeout=10 -rss_limit_mb=2048 -detect_leaks=0 \
+    # SWIFT_BACKTRACE off: libFuzzer and ASan report a crash; Swift's backtracer would only trip over ASan.
+    SWIFT_BACKTRACE=enable=no "$bin/fuzz-$target" "${limit[@]}" -max_len=16384 -timeout=10 -rss_limit_mb=2048 -detect_leaks=0 \
         -print_final_stats=1 -artifact_prefix="$crashes/" "$corpus" "$root/Fuzz/Corpus/$target" >"$log" 2>&1 || status=$?
     executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
     if ((status != 0)) || [[ -z $executions ]] || { [[ -z $seconds ]] && ((executions < runs)); }; then
         failed=1
         echo "fuzz.sh: $target FAILED (exit $status, ${executions:-0} executions); last lines of $log:" >&2
+        grep -m 3 "Fatal error\|ERROR: \(AddressSanitizer\|libFuzzer\)" "$log" >&2 || true
         grep -v "^#[0-9]" "$log" | tail -40 >&2
         for input in "$crashes"/*; do
             [[ -e $input ]] && echo "  reproduce: $bin/fuzz-$target $input" >&2

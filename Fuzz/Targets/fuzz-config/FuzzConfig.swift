@@ -9,8 +9,13 @@ public func fuzzConfig(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     do {
         _ = try BrokerConfiguration.parse(text)
     } catch {
-        precondition(error.line >= 0, "an error without a line")
+        require(error.line >= 0, "an error without a line")
         _ = error.description
     }
     return 0
+}
+
+/// A broken invariant, reported with its message (a release build's `precondition` traps without one).
+private func require(_ condition: Bool, _ message: @autoclosure () -> String = "") {
+    if !condition { fatalError(message()) }
 }

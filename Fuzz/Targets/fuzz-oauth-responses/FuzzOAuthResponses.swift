@@ -8,15 +8,15 @@ public func fuzzOAuthResponses(_ data: UnsafePointer<UInt8>, _ size: Int) -> CIn
     let body = Array(UnsafeBufferPointer(start: data, count: size))
     if let token = try? TokenResponse(json: body) {
         let lifetimes = [token.expiresIn, token.extExpiresIn ?? 0, token.refreshIn ?? 0]
-        precondition(lifetimes.allSatisfy { (0...TokenResponse.maxLifetimeSeconds).contains($0) }, "an unclamped lifetime")
-        precondition(!token.accessToken.isEmpty)
+        require(lifetimes.allSatisfy { (0...TokenResponse.maxLifetimeSeconds).contains($0) }, "an unclamped lifetime")
+        require(!token.accessToken.isEmpty)
     }
     if let device = try? DeviceAuthorization(body) {
-        precondition((1...DeviceAuthorization.maxInterval).contains(device.interval), "an unclamped interval")
-        precondition((1...DeviceAuthorization.maxExpiresIn).contains(device.expiresIn), "an unclamped expires_in")
+        require((1...DeviceAuthorization.maxInterval).contains(device.interval), "an unclamped interval")
+        require((1...DeviceAuthorization.maxExpiresIn).contains(device.expiresIn), "an unclamped expires_in")
     }
     if let metadata = try? ProviderMetadata(json: body, source: "https://idp.example/.well-known/openid-configuration") {
-        precondition(!metadata.issuer.isEmpty && !metadata.tokenEndpoint.isEmpty)
+        require(!metadata.issuer.isEmpty && !metadata.tokenEndpoint.isEmpty)
     }
     for status in [400, 401, 429, 500, 503] {
         if let error = OAuthErrorResponse(json: body, httpStatus: status) {
@@ -25,4 +25,9 @@ public func fuzzOAuthResponses(_ data: UnsafePointer<UInt8>, _ size: Int) -> CIn
         }
     }
     return 0
+}
+
+/// A broken invariant, reported with its message (a release build's `precondition` traps without one).
+private func require(_ condition: Bool, _ message: @autoclosure () -> String = "") {
+    if !condition { fatalError(message()) }
 }

@@ -15,7 +15,7 @@ public func fuzzRPCLine(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     switch RPCEnvelope.parse(line) {
     case .single(let result):
         if case .success(let request) = result, let shape {
-            precondition(shape.id == request.id, "the line shape and the envelope disagree on the id")
+            require(shape.id == request.id, "the line shape and the envelope disagree on the id")
         }
         check(result)
     case .batch(let results):
@@ -45,6 +45,11 @@ private func decodeParams<T: Decodable>(_ type: T.Type, _ params: JSONValue) thr
 }
 
 private func checkAnswer(_ answer: [UInt8]) {
-    precondition(!answer.contains(0x0A), "an answer holds a raw newline (it would split the line framing)")
+    require(!answer.contains(0x0A), "an answer holds a raw newline (it would split the line framing)")
     guard case .object? = try? JSONReader.parse(answer) else { fatalError("an answer is not a JSON object") }
+}
+
+/// A broken invariant, reported with its message (a release build's `precondition` traps without one).
+private func require(_ condition: Bool, _ message: @autoclosure () -> String = "") {
+    if !condition { fatalError(message()) }
 }
