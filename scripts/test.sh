@@ -23,6 +23,7 @@ export BROKERD_PACKAGES_DIR="$PWD/.build-release/packages"
 # cannot be measured, not when a target is missed — CI machines are shared, so figures are read, not asserted.
 bash scripts/bench.sh --quick
 
+bash scripts/fuzz.sh --seconds 30  # libFuzzer on the parsers of outside input, 30 s per target (Fuzz/, .build-fuzz)
 swift build --build-tests
 # systemd-analyze verify on the user units, with the freshly built brokerd as ExecStart=.
 bash systemd/verify.sh "$(swift build --show-bin-path)/brokerd"

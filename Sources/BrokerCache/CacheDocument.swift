@@ -41,16 +41,25 @@ public struct CacheDocument: Sendable, Equatable {
                 document.otherSections.append((name, try readVerbatim(&reader)))
                 return
             }
-            try reader.readObject { (key, reader) throws(JSONReadError) in
-                if try reader.peekKind() == .object {
-                    document.entries[kind, default: [:]][key] = try readEntity(&reader)
-                } else {
-                    document.opaqueEntries[kind, default: [:]][key] = try readVerbatim(&reader)
-                }
-            }
+            try readSection(kind, &reader, into: &document)
         }
         try reader.expectEnd()
         return document
+    }
+
+    /// The members of a section: objects as entries, anything else kept verbatim.
+    private static func readSection(_ kind: CredentialKind, _ reader: inout JSONReader,
+                                    into document: inout CacheDocument) throws(JSONReadError) {
+        try reader.readObject { (key, reader) throws(JSONReadError) in
+            // A key given twice is the last value's (as json.loads reads it), whichever map the first went to.
+            if try reader.peekKind() == .object {
+                document.entries[kind, default: [:]][key] = try readEntity(&reader)
+                document.opaqueEntries[kind]?[key] = nil
+            } else {
+                document.opaqueEntries[kind, default: [:]][key] = try readVerbatim(&reader)
+                document.entries[kind]?[key] = nil
+            }
+        }
     }
 
     /// A previous export's set-aside entries, back into their sections (where brokerd keeps them); anything else in
@@ -62,13 +71,7 @@ public struct CacheDocument: Sendable, Equatable {
                 unknown.append((name, try readVerbatim(&reader)))
                 return
             }
-            try reader.readObject { (key, reader) throws(JSONReadError) in
-                if try reader.peekKind() == .object {
-                    document.entries[kind, default: [:]][key] = try readEntity(&reader)
-                } else {
-                    document.opaqueEntries[kind, default: [:]][key] = try readVerbatim(&reader)
-                }
-            }
+            try readSection(kind, &reader, into: &document)
         }
         guard !unknown.isEmpty else { return }
         var text: [UInt8] = [UInt8(ascii: "{")]
@@ -153,7 +156,8 @@ public struct CacheDocument: Sendable, Equatable {
             sectionIndex += 1
             let objects = entries[kind] ?? [:], opaque = opaqueEntries[kind] ?? [:]
             var asideHere = JSONObject()
-            let keys = (Array(objects.keys) + Array(opaque.keys)).sorted()
+            // A key in both maps (a merge can put it there) is written once, as the entry.
+            let keys = Set(objects.keys).union(opaque.keys).sorted()
             out.append(UInt8(ascii: "{"))
             var written = 0
             for key in keys {
@@ -189,7 +193,10 @@ public struct CacheDocument: Sendable, Equatable {
             sectionIndex += 1
             writer.write(.object(setAside), into: &out, level: 1)
         }
-        for (name, json) in otherSections where !excluded.contains(name) && !(settingAside && name == Self.setAsideSectionName) {
+        // A known section's name with a value that is not an object was kept as another section; written after the
+        // section itself, it would be a duplicate key that other SDKs read instead of the section.
+        for (name, json) in otherSections where !excluded.contains(name) && CredentialKind(rawValue: name) == nil
+            && !(settingAside && name == Self.setAsideSectionName) {
             member(sectionIndex, name, level: 1)
             sectionIndex += 1
             writer.write(.raw(json), into: &out, level: 1)

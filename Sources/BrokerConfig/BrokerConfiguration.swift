@@ -41,6 +41,8 @@ public struct BrokerConfiguration: Sendable, Equatable {
     public var openBrowser = "auto"
     /// Seconds an interactive sign-in may take.
     public var interactiveTimeoutSeconds = 600
+    /// Seconds one request to an identity provider may take, from connecting to the last byte of the answer.
+    public var requestTimeoutSeconds = 30
     /// Requests to the Microsoft identity platform's hosts go to this base URL instead (tests: the Entra emulator).
     public var microsoftBaseURL: String?
     /// Hosts trusted as Entra authorities besides Microsoft's own (authority validation).
@@ -186,6 +188,7 @@ public struct BrokerConfiguration: Sendable, Equatable {
             openBrowser = try entry.string(oneOf: ["auto", "always", "never"],
                                            else: "'open_browser' must be \"auto\", \"always\" or \"never\"")
         case "interactive_timeout": interactiveTimeoutSeconds = try entry.int(10...3600)
+        case "request_timeout": requestTimeoutSeconds = try entry.int(1...300)
         case "microsoft_base_url": microsoftBaseURL = try entry.string()
         case "trusted_authority_hosts": trustedAuthorityHosts = try entry.strings()
         case "b2c_hosts": b2cHosts = try entry.strings()

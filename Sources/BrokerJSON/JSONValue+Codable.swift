@@ -1,5 +1,6 @@
 /// JSONValue in Codable types (e.g. an account's id_token claims on the wire). Numbers go out as integers when
-/// their literal is one, else as doubles; raw values go out as what they contain.
+/// their literal is one, else as doubles (beyond Double's range, the largest finite one); raw values go out as
+/// what they contain.
 extension JSONValue: Codable {
     private struct Key: CodingKey {
         var stringValue: String
@@ -18,7 +19,7 @@ extension JSONValue: Codable {
             try single.encode(value)
         case .number(let literal):
             var single = encoder.singleValueContainer()
-            if let integer = Int64(literal) { try single.encode(integer) } else { try single.encode(Double(literal) ?? 0) }
+            if let integer = Int64(literal) { try single.encode(integer) } else { try single.encode(JSONNumberText.finiteDouble(literal)) }
         case .string(let value):
             var single = encoder.singleValueContainer()
             try single.encode(value)

@@ -79,6 +79,14 @@ enum JSONNumberText {
         return value
     }
 
+    /// A literal as a Double that JSON can carry: beyond Double's range (`1e400`, from any IdP's id_token) it is
+    /// the largest finite one, so that a value the reader took can always be encoded again.
+    static func finiteDouble(_ literal: String) -> Double {
+        let value = Double(literal) ?? 0
+        guard value.isInfinite else { return value }
+        return value < 0 ? -.greatestFiniteMagnitude : .greatestFiniteMagnitude
+    }
+
     /// How JSONEncoder writes a Double or Float: its description, without a trailing `.0`.
     static func text<T: BinaryFloatingPoint & CustomStringConvertible>(_ value: T) -> String? {
         guard value.isFinite else { return nil }

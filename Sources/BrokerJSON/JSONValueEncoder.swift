@@ -123,8 +123,8 @@ final class ValueEncoder: Encoder, SingleValueEncodingContainer {
     }
 
     /// A JSONValue as JSONValue's Codable conformance would put it through this encoder: numbers as Int64 when
-    /// their literal is one, else as Double (0 when not a number at all); raw values parsed; objects through a
-    /// keyed container (sorted, last duplicate wins).
+    /// their literal is one, else as Double (0 when not a number at all, the largest finite one beyond Double's
+    /// range); raw values parsed; objects through a keyed container (sorted, last duplicate wins).
     static func canonical(_ value: JSONValue, sortedKeys: Bool, at node: () -> CodingPathNode) throws -> JSONValue {
         switch value {
         case .null, .bool, .string:
@@ -134,7 +134,7 @@ final class ValueEncoder: Encoder, SingleValueEncodingContainer {
                 let text = String(integer)
                 return text == literal ? value : .number(text)
             }
-            return try number(Double(literal) ?? 0, node().path)
+            return try number(JSONNumberText.finiteDouble(literal), node().path)
         case .raw(let text):
             return try canonical((try? JSONReader.parse(text, lenient: true)) ?? .null, sortedKeys: sortedKeys, at: node)
         case .array(let elements):

@@ -1,45 +1,5 @@
 import BrokerJSON
 
-/// The endpoints of an OpenID provider, from its discovery document (OIDC Discovery 1.0 §3, RFC 8414).
-public struct ProviderMetadata: Sendable, Equatable {
-    public var issuer: String
-    public var authorizationEndpoint: String
-    public var tokenEndpoint: String
-    public var deviceAuthorizationEndpoint: String?
-    public var jwksURI: String?
-    public var revocationEndpoint: String?
-    public var userinfoEndpoint: String?
-
-    public init(issuer: String, authorizationEndpoint: String, tokenEndpoint: String,
-                deviceAuthorizationEndpoint: String? = nil, jwksURI: String? = nil, revocationEndpoint: String? = nil,
-                userinfoEndpoint: String? = nil) {
-        self.issuer = issuer
-        self.authorizationEndpoint = authorizationEndpoint
-        self.tokenEndpoint = tokenEndpoint
-        self.deviceAuthorizationEndpoint = deviceAuthorizationEndpoint
-        self.jwksURI = jwksURI
-        self.revocationEndpoint = revocationEndpoint
-        self.userinfoEndpoint = userinfoEndpoint
-    }
-
-    init(json body: [UInt8], source: String) throws(OAuthFailure) {
-        guard case .object(let object)? = try? JSONReader.parse(body) else {
-            throw .invalidResponse("the discovery document at \(source) is not a JSON object")
-        }
-        func required(_ name: String) throws(OAuthFailure) -> String {
-            guard let value = object[name]?.stringValue, !value.isEmpty else {
-                throw .invalidResponse("the discovery document at \(source) has no \(name)")
-            }
-            return value
-        }
-        self.init(issuer: try required("issuer"), authorizationEndpoint: try required("authorization_endpoint"),
-                  tokenEndpoint: try required("token_endpoint"),
-                  deviceAuthorizationEndpoint: object["device_authorization_endpoint"]?.stringValue,
-                  jwksURI: object["jwks_uri"]?.stringValue, revocationEndpoint: object["revocation_endpoint"]?.stringValue,
-                  userinfoEndpoint: object["userinfo_endpoint"]?.stringValue)
-    }
-}
-
 /// Resolves authorities to provider metadata and keeps the answers for `ttl` seconds.
 public actor Discovery {
     private let transport: HTTPTransport

@@ -80,15 +80,45 @@ public final class HTTPTransport: Sendable {
         return try await execute(request)
     }
 
+    /// The most of an answer that is read: a token response is a few KiB, a discovery document a few tens.
+    public static let maxBodyBytes = 4 << 20
+
+    /// The whole exchange, body included, ends by the deadline. AsyncHTTPClient's own deadline stops at the
+    /// response head, and its read timeout restarts with every byte: a server dripping its body a byte at a time
+    /// would otherwise hold the flow, and the caller, for as long as it likes.
     private func execute(_ request: HTTPClientRequest) async throws(OAuthFailure) -> Response {
+        let seconds = settings.timeoutSeconds
+        let host = HTTPTransport.host(of: request.url) ?? request.url
         do {
-            let response = try await client.execute(request, timeout: .seconds(settings.timeoutSeconds))
-            let body = try await response.body.collect(upTo: 4 << 20)
-            return Response(status: Int(response.status.code), body: Array(buffer: body),
-                            headers: response.headers.map { ($0.name, $0.value) })
+            return try await Self.within(.seconds(seconds)) { [client] in
+                let response = try await client.execute(request, timeout: .seconds(seconds))
+                let body = try await response.body.collect(upTo: Self.maxBodyBytes)
+                return Response(status: Int(response.status.code), body: Array(buffer: body),
+                                headers: response.headers.map { ($0.name, $0.value) })
+            }
+        } catch is NIOTooManyBytesError {
+            throw .invalidResponse("the answer from \(host) is larger than \(Self.maxBodyBytes >> 20) MiB")
+        } catch is DeadlineExceeded {
+            throw .transient("\(host) did not answer within \(seconds) s")
         } catch {
             // Connection refused, TLS failure, timeout: the IdP could not be reached; nothing was decided.
-            throw .transient("cannot reach \(HTTPTransport.host(of: request.url) ?? request.url): \(Self.describe(error))")
+            throw .transient("cannot reach \(host): \(Self.describe(error))")
+        }
+    }
+
+    private struct DeadlineExceeded: Error {}
+
+    /// `work`'s value, or `DeadlineExceeded` once `limit` has passed (`work` is then cancelled and awaited).
+    static func within<T: Sendable>(_ limit: Duration, _ work: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask { try await work() }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let value = first else { throw DeadlineExceeded() }
+            return value
         }
     }
 

@@ -206,7 +206,7 @@ struct Brokerd: AsyncParsableCommand {
         }
         return IdentityProvider.Settings(
             caFile: configuration.caFile, allowLoopbackHTTP: configuration.allowLoopbackHTTP,
-            defaultAuthority: configuration.defaultAuthority, clientAuthorities: authorities,
+            requestTimeoutSeconds: Int64(configuration.requestTimeoutSeconds), defaultAuthority: configuration.defaultAuthority, clientAuthorities: authorities,
             openBrowser: configuration.openBrowser,
             interactiveTimeoutSeconds: Int64(configuration.interactiveTimeoutSeconds),
             microsoftBaseURL: configuration.microsoftBaseURL, trustedAuthorityHosts: configuration.trustedAuthorityHosts,

@@ -207,4 +207,12 @@ final class ConfigTests: XCTestCase {
             XCTAssertEqual((error as? BrokerConfiguration.Failure)?.message, "not valid UTF-8")
         }
     }
+
+    func testRequestTimeout() throws {
+        XCTAssertEqual(try BrokerConfiguration.parse("").requestTimeoutSeconds, 30)
+        XCTAssertEqual(try BrokerConfiguration.parse("request_timeout = 2").requestTimeoutSeconds, 2)
+        for refused in ["0", "301", "-1", "9223372036854775807", "2.5", "\"30\""] {
+            XCTAssertEqual(error("request_timeout = \(refused)")?.message, "'request_timeout' must be an integer in 1...300", refused)
+        }
+    }
 }

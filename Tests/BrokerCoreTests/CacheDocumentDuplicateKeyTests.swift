@@ -1,0 +1,43 @@
+import BrokerCache
+import BrokerJSON
+import XCTest
+
+/// A document read from outside may name a key twice; what brokerd writes must not (other SDKs keep only the last
+/// of duplicate keys, so a duplicate would change what they read, and brokerd's next save would differ from this one).
+/// Found by the cache-document fuzz target.
+final class CacheDocumentDuplicateKeyTests: XCTestCase {
+    private func saved(_ text: String) throws -> String {
+        let first = try CacheDocument.parse(Array(text.utf8)).serialized(indent: nil)
+        let second = try CacheDocument.parse(first).serialized(indent: nil)
+        XCTAssertEqual(String(decoding: second, as: UTF8.self), String(decoding: first, as: UTF8.self),
+                       "the document changes from one save to the next")
+        return String(decoding: first, as: UTF8.self)
+    }
+
+    private func occurrences(_ needle: String, in text: String) -> Int {
+        text.components(separatedBy: needle).count - 1
+    }
+
+    func testAnEntryGivenTwiceIsTheLastOne() throws {
+        let entryThenText = try saved(#"{"AccessToken":{"k":{"credential_type":"AccessToken","secret":"fake-at"},"k":"x"}}"#)
+        XCTAssertEqual(occurrences(#""k":"#, in: entryThenText), 1, entryThenText)
+        XCTAssertTrue(entryThenText.contains(#""k":"x""#), entryThenText)
+
+        let textThenEntry = try saved(#"{"AccessToken":{"k":"x","k":{"credential_type":"AccessToken","secret":"fake-at"}}}"#)
+        XCTAssertEqual(occurrences(#""k":"#, in: textThenEntry), 1, textThenEntry)
+        XCTAssertTrue(textThenEntry.contains("fake-at"), textThenEntry)
+    }
+
+    func testAKnownSectionThatIsNotAnObjectIsNotWrittenBesideTheSection() throws {
+        let text = try saved(#"{"AccessToken":{"k":{"credential_type":"AccessToken"}},"AccessToken":5}"#)
+        XCTAssertEqual(occurrences(#""AccessToken":"#, in: text), 1, text)
+    }
+
+    func testAMergeOfAnOpaqueEntryOverAnEntryExportsTheKeyOnce() throws {
+        var cache = TokenCache(document: try CacheDocument.parse(Array(
+            #"{"AccessToken":{"k":{"credential_type":"AccessToken","secret":"fake-at"}}}"#.utf8)))
+        _ = cache.merge(try CacheDocument.parse(Array(#"{"AccessToken":{"k":"opaque"}}"#.utf8)))
+        let exported = String(decoding: cache.exported(), as: UTF8.self)
+        XCTAssertEqual(occurrences(#""k":"#, in: exported), 1, exported)
+    }
+}
