@@ -61,6 +61,8 @@ public struct BrokerConfiguration: Sendable, Equatable {
     public var renewAheadSeconds = 600
     /// Redeem a refresh token that was not used for this many days (Entra drops them after 90 idle days).
     public var keepAliveDays = 7
+    /// Seconds before the first retry of a failed background refresh (doubling, up to an hour).
+    public var refreshBackoffSeconds = 60
     /// Named profiles for `brokerctl token NAME` (used by the token engine).
     public var profiles: [String: Profile] = [:]
 
@@ -198,6 +200,7 @@ public struct BrokerConfiguration: Sendable, Equatable {
         case "refresh_check_interval": refreshCheckIntervalSeconds = try entry.int(1...3600)
         case "renew_ahead": renewAheadSeconds = try entry.int(0...86_400)
         case "keepalive_days": keepAliveDays = try entry.int(1...89)
+        case "refresh_backoff": refreshBackoffSeconds = try entry.int(1...3600)
         case "log_level":
             logLevel = try entry.string(
                 oneOf: ["trace", "debug", "info", "notice", "warning", "error", "critical"],

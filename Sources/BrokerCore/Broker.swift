@@ -92,7 +92,17 @@ public actor Broker {
         self.logger = logger
     }
 
+    /// Wall-clock Unix seconds: what token lifetimes are measured against, since the IdP states them on its wall clock.
     public static func now() -> Int64 { Int64(time(nil)) }
+
+    /// Seconds on a clock that only moves forward and keeps counting through a suspend (CLOCK_BOOTTIME): what
+    /// brokerd's own waits (retry backoffs, discovery lifetimes) are measured on, so that a step of the wall clock
+    /// (an NTP correction, a clock set by hand) neither stretches a wait for as long as the step nor cuts it short.
+    public static func elapsed() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_BOOTTIME, &spec)
+        return Int64(spec.tv_sec)
+    }
 
     /// Loads the persisted cache (`open`, then `finishLoading`). A key store that cannot be used is an error (brokerd
     /// refuses to start); an unreadable cache file is moved aside and reported in the status.

@@ -1,6 +1,7 @@
 import BrokerJSON
 
-/// Resolves authorities to provider metadata and keeps the answers for `ttl` seconds.
+/// Resolves authorities to provider metadata and keeps the answers for `ttl` seconds of `clock`, which should be
+/// one that a wall-clock step does not move (brokerd passes `Broker.elapsed`).
 public actor Discovery {
     private let transport: HTTPTransport
     private let ttl: Int64

@@ -115,7 +115,8 @@ struct Brokerd: AsyncParsableCommand {
             await broker.runBackgroundRefresh(BackgroundRefreshSettings(
                 checkIntervalSeconds: Int64(configuration.refreshCheckIntervalSeconds),
                 renewAheadSeconds: Int64(configuration.renewAheadSeconds),
-                keepAliveSeconds: Int64(configuration.keepAliveDays) * 86_400))
+                keepAliveSeconds: Int64(configuration.keepAliveDays) * 86_400,
+                firstBackoffSeconds: Int64(configuration.refreshBackoffSeconds)))
         } : nil
         let statusUpdates = Task {
             await broker.loaded()

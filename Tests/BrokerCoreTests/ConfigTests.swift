@@ -215,4 +215,13 @@ final class ConfigTests: XCTestCase {
             XCTAssertEqual(error("request_timeout = \(refused)")?.message, "'request_timeout' must be an integer in 1...300", refused)
         }
     }
+
+    func testBackgroundRefreshSettings() throws {
+        let config = try BrokerConfiguration.parse("refresh_check_interval = 5\nrenew_ahead = 0\nrefresh_backoff = 2\n")
+        XCTAssertEqual(config.refreshCheckIntervalSeconds, 5)
+        XCTAssertEqual(config.renewAheadSeconds, 0)
+        XCTAssertEqual(config.refreshBackoffSeconds, 2)
+        XCTAssertEqual(BrokerConfiguration().refreshBackoffSeconds, 60)
+        XCTAssertEqual(error("refresh_backoff = 0")?.message, "'refresh_backoff' must be an integer in 1...3600")
+    }
 }

@@ -17,18 +17,23 @@ public struct BackgroundRefreshSettings: Sendable, Equatable {
     /// Redeem a refresh token that has not been used for this long, so the IdP does not drop it as idle
     /// (Entra: 90 days).
     public var keepAliveSeconds: Int64
+    /// The wait after a first failed refresh of a token; it doubles with each failure, up to an hour, ±50 % jitter.
+    public var firstBackoffSeconds: Int64
 
     public init(checkIntervalSeconds: Int64 = 60, renewAheadSeconds: Int64 = 600, recentWindowSeconds: Int64 = 8 * 3600,
-                keepAliveSeconds: Int64 = 7 * 86400) {
+                keepAliveSeconds: Int64 = 7 * 86400, firstBackoffSeconds: Int64 = 60) {
         self.checkIntervalSeconds = checkIntervalSeconds
         self.renewAheadSeconds = renewAheadSeconds
         self.recentWindowSeconds = recentWindowSeconds
         self.keepAliveSeconds = keepAliveSeconds
+        self.firstBackoffSeconds = firstBackoffSeconds
     }
 }
 
 extension Broker {
-    /// Runs `refreshDueTokens` every `checkIntervalSeconds` until the task is cancelled.
+    /// Runs `refreshDueTokens` every `checkIntervalSeconds` until the task is cancelled. The wait is on a clock that
+    /// counts a suspend, so the first check after the machine wakes comes at once, and each check compares the
+    /// tokens with the wall clock of that moment: a step of the wall clock, either way, takes effect at the next check.
     public func runBackgroundRefresh(_ settings: BackgroundRefreshSettings) async {
         await loaded()
         while !Task.isCancelled {
@@ -41,13 +46,14 @@ extension Broker {
 
     /// One pass: renews the access tokens of recent uses that expire within `renewAheadSeconds` (or passed
     /// refresh_on), and redeems refresh tokens idle for `keepAliveSeconds`. Failures back off exponentially with
-    /// jitter (1 min … 1 h); an account that needs sign-in is left alone. Returns how many tokens were renewed.
+    /// jitter (`firstBackoffSeconds` … 1 h, measured on `elapsed()` so that a wall-clock step back cannot postpone a
+    /// retry by as much); an account that needs sign-in is left alone. Returns how many tokens were renewed.
     @discardableResult
     public func refreshDueTokens(_ settings: BackgroundRefreshSettings, now: Int64) async -> Int {
         var renewed = 0
         for use in cache.state.uses.values.sorted(by: { $0.key < $1.key }) {
             guard !cache.state.signInRequired.contains(use.homeAccountId.lowercased()) else { continue }
-            if let backoff = refreshBackoff[use.key], backoff.nextAttempt > now { continue }
+            if let backoff = refreshBackoff[use.key], backoff.nextAttempt > Self.elapsed() { continue }
             guard let authority = Authority(use.authority), isDue(use, authority: authority, settings, now: now) else { continue }
             let request = SilentTokenRequest(clientId: use.clientId, authority: use.authority, scopes: use.scopes,
                                              account: .homeAccountId(use.homeAccountId), forceRefresh: true)
@@ -64,9 +70,9 @@ extension Broker {
                 switch error {
                 case .unavailable, .serverError, .internal:
                     let failures = (refreshBackoff[use.key]?.failures ?? 0) + 1
-                    let base = min(Int64(60) << min(failures - 1, 6), 3600)
-                    let delay = Int64(Double(base) * Double.random(in: 0.5...1.5))
-                    refreshBackoff[use.key] = (failures, now + delay)
+                    let base = min(settings.firstBackoffSeconds << min(failures - 1, 12), 3600)
+                    let delay = max(1, Int64(Double(base) * Double.random(in: 0.5...1.5)))
+                    refreshBackoff[use.key] = (failures, Self.elapsed() + delay)
                     logger.notice("background refresh failed; backing off", metadata: [
                         "client_id": "\(use.clientId)", "account": "\(use.homeAccountId)", "retry_in_s": "\(delay)",
                     ])

@@ -228,7 +228,7 @@ extension Broker {
     /// clouds. A failed lookup is asked again on a slow-path request after `aliasRetrySeconds`, not on every request.
     func learnAliases(of authority: Authority, idp: IdentityProvider) {
         guard authority.kind == .entra else { return }
-        let now = Self.now()
+        let now = Self.elapsed()
         guard cell.withLock({ Self.startsAliasLookup(of: authority, now: now, in: &$0) }) else { return }
         Task {
             let groups = await idp.aliasGroups(authority)
@@ -249,7 +249,7 @@ extension Broker {
     private func learned(_ groups: [[String]], host: String) async {
         await loaded()  // aliases learned into a partial cache would be lost with it
         if groups.isEmpty {
-            let retryAfter = Self.now() + Self.aliasRetrySeconds
+            let retryAfter = Self.elapsed() + Self.aliasRetrySeconds
             cell.withLock { $0.aliasLookups[host] = retryAfter }
         }
         if !groups.isEmpty, cache.learnAliases(groups) {

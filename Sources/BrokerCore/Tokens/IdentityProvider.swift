@@ -59,9 +59,9 @@ public final class IdentityProvider: Sendable {
         self.settings = settings
         transport = try HTTPTransport(settings: .init(caFile: settings.caFile, allowLoopbackHTTP: settings.allowLoopbackHTTP,
                                                       timeoutSeconds: settings.requestTimeoutSeconds))
-        discovery = Discovery(transport: transport, ttlSeconds: settings.discoveryTTLSeconds, clock: { Broker.now() })
+        discovery = Discovery(transport: transport, ttlSeconds: settings.discoveryTTLSeconds, clock: { Broker.elapsed() })
         tokens = TokenClient(transport: transport)
-        instances = InstanceDiscovery(transport: transport, ttlSeconds: settings.discoveryTTLSeconds, clock: { Broker.now() })
+        instances = InstanceDiscovery(transport: transport, ttlSeconds: settings.discoveryTTLSeconds, clock: { Broker.elapsed() })
     }
 
     /// The alias groups instance discovery gives for an Entra authority's cloud (empty for other kinds).
