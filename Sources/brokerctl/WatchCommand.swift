@@ -18,15 +18,16 @@ struct Watch: AsyncParsableCommand {
     @Flag(help: "One JSON object per event and line.")
     var json = false
 
-    func run() async throws {
-        var kinds: [BrokerNotification] = []
-        for name in events {
-            guard let kind = BrokerNotification(rawValue: name), BrokerNotification.events.contains(kind) else {
-                throw ValidationError("unknown event '\(name)' (events: \(BrokerNotification.events.map(\.rawValue).joined(separator: ", ")))")
-            }
-            kinds.append(kind)
+    func validate() throws {
+        for name in events where !BrokerNotification.events.map(\.rawValue).contains(name) {
+            throw ValidationError("unknown event '\(name)' (events: \(BrokerNotification.events.map(\.rawValue).joined(separator: ", ")))")
         }
+    }
+
+    func run() async throws {
+        let kinds = events.compactMap(BrokerNotification.init(rawValue:))
         let stream = try await withBroker { try await connection.control().events(kinds.isEmpty ? nil : kinds) }
+        printError("brokerctl: watching brokerd's events (Ctrl-C to stop)")
         try await withBroker {
             for try await event in stream {
                 Self.emit(json ? try Self.json(event) : Format.timeOfDay(Format.now()) + "  " + Format.event(event, now: Format.now()))

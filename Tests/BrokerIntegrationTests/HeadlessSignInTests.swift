@@ -33,8 +33,10 @@ final class HeadlessSignInTests: XCTestCase {
     }
 
     /// brokerd serving D-Bus, with `open_browser = "auto"` and the environment given (empty values count as unset).
-    private func broker(_ entra: TestEntra, environment: [String: String] = [:], extraConfig: String = "") throws -> Daemon {
+    private func broker(_ entra: TestEntra, environment: [String: String] = [:], extraConfig: String = "",
+                        interactiveTimeout: Int = 60) throws -> Daemon {
         let config = entra.brokerConfig.replacingOccurrences(of: #"open_browser = "always""#, with: #"open_browser = "auto""#)
+            .replacingOccurrences(of: "interactive_timeout = 60", with: "interactive_timeout = \(interactiveTimeout)")
         let daemon = try Daemon(config: config + "\n" + extraConfig)
         daemon.environment = ["DISPLAY": "", "WAYLAND_DISPLAY": "", "BROWSER": "", "DBUS_SESSION_BUS_ADDRESS": bus.address]
             .merging(environment) { $1 }
@@ -95,12 +97,13 @@ final class HeadlessSignInTests: XCTestCase {
     }
 
     /// Polls (30 s at most) until `condition` holds; fails with `what` when it never does.
-    private func waitFor(_ what: String, _ condition: () throws -> Bool) rethrows {
+    private func waitFor(_ what: String, file: StaticString = #filePath, line: UInt = #line,
+                         _ condition: () throws -> Bool) rethrows {
         for _ in 0..<600 {
             if try condition() { return }
             usleep(50_000)
         }
-        XCTFail(what)
+        XCTFail(what, file: file, line: line)
     }
 
     private func notifications(_ log: String) -> [[String: Any]] {
@@ -113,7 +116,7 @@ final class HeadlessSignInTests: XCTestCase {
         let notificationLog = try startNotificationServer()
         let watchLog = bus.directory.path + "/watch.log"
         _ = try start(Binaries.brokerctl, ["watch", "--socket", daemon.socket], log: watchLog)
-        try waitFor("brokerctl watch is connected") { try status(daemon)["connections"] as? Int ?? 0 >= 2 }
+        waitFor("brokerctl watch has subscribed") { lines(watchLog).contains { $0.hasPrefix("brokerctl: watching") } }
 
         let appLog = bus.directory.path + "/app.log"
         let app = try startApp(entra, ["interactive|\(TestEntra.graph)|\(alice)", "silent|\(TestEntra.graph)"], log: appLog)
@@ -242,6 +245,25 @@ final class HeadlessSignInTests: XCTestCase {
         call.waitUntilExit()
         let reply = lines(answerLog).joined()
         XCTAssertTrue(reply.contains(#"\"status\":7"#), "UserCanceled: \(reply) \(daemon.log)")
+        XCTAssertEqual((try status(daemon)["pendingSignIns"] as? [Any])?.count, 0)
+    }
+
+    /// The wait has a limit (here `interactive_timeout`; for a D-Bus caller also its 285 s): when it passes, the
+    /// device-code sign-in ends as `expired`, its entry goes, and msal-python is answered.
+    func testTheWaitLimitEndsADeviceCodeSignIn() throws {
+        let entra = try TestEntra()
+        let daemon = try broker(entra, interactiveTimeout: 10)
+        let subscriber = try RawClient(daemon.socket, receiveTimeout: 60)
+        XCTAssertNotNil(try subscriber.call(#"{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{"events":["signInPending","signInEnded"]}}"#)["result"])
+        let appLog = bus.directory.path + "/app.log"
+        let app = try startApp(entra, ["interactive|\(TestEntra.graph)"], log: appLog)
+        let announced = try subscriber.readMessage()
+        let expiresOn = (announced["params"] as? [String: Any])?["expiresOn"] as? Int ?? 0
+        XCTAssertLessThanOrEqual(expiresOn, Int(Date().timeIntervalSince1970) + 10, "the limit, not the code's 900 s: \(announced)")
+        let ended = try subscriber.readMessage()
+        XCTAssertEqual((ended["params"] as? [String: Any])?["outcome"] as? String, "expired", "\(ended)")
+        app.waitUntilExit()
+        XCTAssertNotNil(report(appLog).first?["error"], "\(lines(appLog))")
         XCTAssertEqual((try status(daemon)["pendingSignIns"] as? [Any])?.count, 0)
     }
 
