@@ -67,8 +67,8 @@ public final class BrokerControl: Sendable {
         try await call(.exportCache, ExportCacheParams(path: path), as: ExportResult.self).bytes ?? 0
     }
 
-    /// Broker events (`accountAdded`, `accountRemoved`, `signInRequired`, `statusChanged`) as they happen. The
-    /// sequence ends with an error when brokerd stops.
+    /// Broker events (`accountAdded`, `accountRemoved`, `signInRequired`, `statusChanged`, `signInPending`,
+    /// `signInEnded`) as they happen. The sequence ends with an error when brokerd stops.
     public func events(_ names: [BrokerNotification]? = nil) async throws(BrokerError)
         -> AsyncThrowingStream<BrokerEvent, Error> {
         if let prompt = names?.first(where: { !BrokerNotification.events.contains($0) }) {
@@ -81,9 +81,8 @@ public final class BrokerControl: Sendable {
             let task = Task {
                 do {
                     for try await (method, params) in raw {
-                        guard let kind = BrokerNotification(rawValue: method),
-                              let body = try? ProtocolCoding.decode(AccountEventNotification.self, from: params) else { continue }
-                        continuation.yield(BrokerEvent(kind: kind, homeAccountId: body.homeAccountId, clientId: body.clientId))
+                        guard let kind = BrokerNotification(rawValue: method), let event = BrokerEvent(kind, params) else { continue }
+                        continuation.yield(event)
                     }
                     continuation.finish()
                 } catch {
@@ -104,6 +103,33 @@ public final class BrokerControl: Sendable {
 public struct BrokerEvent: Sendable, Equatable {
     public var kind: BrokerNotification
     public var homeAccountId: String?
-    /// Set on `signInRequired` and on a removal from one app.
+    /// Set on `signInRequired`, on a removal from one app, and on the sign-in events.
     public var clientId: String?
+    /// `signInPending`: the sign-in waiting for the user (its code and where to enter it).
+    public var signIn: PendingSignInInfo?
+    /// `signInEnded`: the request id of the sign-in and how it ended (completed, cancelled, expired, failed).
+    public var requestId: String?
+    public var outcome: String?
+
+    init(kind: BrokerNotification, homeAccountId: String? = nil, clientId: String? = nil) {
+        self.kind = kind
+        self.homeAccountId = homeAccountId
+        self.clientId = clientId
+    }
+
+    /// The event from a notification's params; nil when they do not fit its kind.
+    init?(_ kind: BrokerNotification, _ params: [UInt8]) {
+        self.init(kind: kind)
+        switch kind {
+        case .signInPending:
+            guard let body = try? ProtocolCoding.decode(PendingSignInInfo.self, from: params) else { return nil }
+            (signIn, clientId, requestId) = (body, body.clientId, body.requestId)
+        case .signInEnded:
+            guard let body = try? ProtocolCoding.decode(SignInEndedNotification.self, from: params) else { return nil }
+            (clientId, requestId, outcome) = (body.clientId, body.requestId, body.outcome)
+        default:
+            guard let body = try? ProtocolCoding.decode(AccountEventNotification.self, from: params) else { return nil }
+            (homeAccountId, clientId) = (body.homeAccountId, body.clientId)
+        }
+    }
 }

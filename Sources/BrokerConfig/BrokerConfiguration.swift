@@ -55,6 +55,9 @@ public struct BrokerConfiguration: Sendable, Equatable {
     public var backgroundRefresh = true
     /// Serve com.microsoft.identity.broker1 on the D-Bus session bus. Off until that front end is complete (issue #12).
     public var dbusBroker = false
+    /// How D-Bus callers sign in: `auto` (the browser when brokerd can start one, else a device code), `browser` or
+    /// `device-code`.
+    public var dbusSignIn = "auto"
     /// Seconds between the background refresh's checks of the wall clock.
     public var refreshCheckIntervalSeconds = 60
     /// Renew a recently used access token this many seconds before it expires.
@@ -197,6 +200,9 @@ public struct BrokerConfiguration: Sendable, Equatable {
         case "client_capabilities": clientCapabilities = try entry.strings()
         case "background_refresh": backgroundRefresh = try entry.bool()
         case "dbus_broker": dbusBroker = try entry.bool()
+        case "dbus_sign_in":
+            dbusSignIn = try entry.string(oneOf: ["auto", "browser", "device-code"],
+                                          else: "'dbus_sign_in' must be \"auto\", \"browser\" or \"device-code\"")
         case "refresh_check_interval": refreshCheckIntervalSeconds = try entry.int(1...3600)
         case "renew_ahead": renewAheadSeconds = try entry.int(0...86_400)
         case "keepalive_days": keepAliveDays = try entry.int(1...89)

@@ -26,6 +26,7 @@ public actor Broker {
         public var problems: [String]
         public var signInRequired: [String]
         public var startedAt: Int64
+        public var pendingSignIns: [PendingSignIn] = []
     }
 
     public enum Failure: Error, Sendable, CustomStringConvertible {
@@ -79,6 +80,8 @@ public actor Broker {
     var refreshFlights: [String: Task<TokenOutcome, Error>] = [:]
     var interactiveFlows: [String: Task<InteractiveResult, Error>] = [:]
     var interactiveSlots: Set<String> = []
+    /// Device-code sign-ins waiting for the user, by request id (Tokens/PendingSignIns.swift).
+    var pendingSignIns: [String: PendingSignIn] = [:]
     var subscribers: [Int: AsyncStream<BrokerEvent>.Continuation] = [:]
     /// Backoff of the background refresh per token use (Tokens/BackgroundRefresh.swift).
     var refreshBackoff: [String: (failures: Int, nextAttempt: Int64)] = [:]
@@ -277,7 +280,8 @@ public actor Broker {
             lastWriteError: lastWriteError,
             problems: problems,
             signInRequired: cache.state.signInRequired.sorted(),
-            startedAt: startedAt
+            startedAt: startedAt,
+            pendingSignIns: pendingSignInList()
         )
     }
 

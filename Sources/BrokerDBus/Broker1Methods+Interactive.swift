@@ -11,22 +11,35 @@ final class RunningFlows: Sendable {
     func all() -> [String] { ids.withLock { Array($0) } }
 }
 
+/// How D-Bus callers sign in (`dbus_sign_in`): they have no channel for prompts, so the sign-in UI is brokerd's.
+public enum DBusSignIn: String, Sendable, CaseIterable {
+    /// The system browser when brokerd can start one (a display, `$BROWSER`, `open_browser`), else a device code.
+    case auto
+    case browser
+    case deviceCode = "device-code"
+}
+
 extension Broker1Methods {
     /// `authorizationType` 6: `username` is the login hint and `decodedClaims` the claims. The sign-in UI is the
-    /// broker's (the system browser and the loopback redirect, as for the socket API): D-Bus callers have no channel
-    /// for prompts. A sign-in still running when `interactiveLimit` is reached is cancelled and answered UserCanceled.
+    /// broker's: the system browser and the loopback redirect, or, without a display, a device code published in the
+    /// status, as an event and as a desktop notification. A sign-in still running when `interactiveLimit` is reached
+    /// is cancelled and answered UserCanceled.
     func interactiveToken(_ params: JSONObject, correlationId: String) async -> JSONValue {
         guard let auth = params["authParameters"]?.objectValue, let clientId = auth["clientId"]?.stringValue,
               !clientId.isEmpty else {
             return Self.tokenError(status: .apiContractViolation, tag: 0x6272_0030, context: "authParameters.clientId is missing")
         }
         func text(_ key: String) -> String? { auth[key]?.stringValue.flatMap { $0.isEmpty ? nil : $0 } }
+        let (flow, why) = await signInFlow()
+        logger.info("D-Bus sign-in", metadata: ["client_id": "\(clientId)", "flow": "\(flow.rawValue)", "why": "\(why)"])
         let request = InteractiveTokenRequest(
             clientId: clientId, authority: text("authority"),
             scopes: auth["requestedScopes"]?.arrayValue?.compactMap(\.stringValue) ?? [],
-            loginHint: text("username"), claims: text("decodedClaims"), flow: .browser)
+            loginHint: text("username"), claims: text("decodedClaims"), flow: flow,
+            timeLimitSeconds: interactiveLimit.components.seconds)
         let started = Mutex<String?>(nil)
-        let flows = self.flows, broker = self.broker, logger = self.logger
+        let notice = Mutex<Task<DesktopNotifications.Shown?, Never>?>(nil)
+        let flows = self.flows, broker = self.broker, logger = self.logger, notifications = self.notifications
         let deadline = Task {
             try await Task.sleep(for: interactiveLimit)
             guard let id = started.withLock({ $0 }) else { return }
@@ -37,19 +50,47 @@ extension Broker1Methods {
             deadline.cancel()
             if let id = started.withLock({ $0 }) { flows.remove(id) }
         }
+        let outcome: TokenOutcome
         do {
-            let outcome = try await broker.acquireTokenInteractively(request) { prompt in
+            outcome = try await broker.acquireTokenInteractively(request) { prompt in
                 let id: String
                 switch prompt {
                 case .browser(let requestId, _): id = requestId
-                case .deviceCode(let requestId, _, _, _, _): id = requestId
+                case .deviceCode(let requestId, let userCode, let uri, _, _):
+                    id = requestId
+                    let text = Self.notificationText(clientId: clientId, loginHint: request.loginHint, userCode: userCode, uri: uri)
+                    notice.withLock { $0 = Task { await notifications.show(summary: text.summary, body: text.body) } }
                 }
                 started.withLock { $0 = id }
                 flows.add(id)
             }
-            return Self.tokenResponse(outcome, correlationId: correlationId)
         } catch {
+            await Self.close(notice.withLock { $0 }, notifications)
             return Self.tokenError(error)
         }
+        await Self.close(notice.withLock { $0 }, notifications)
+        return Self.tokenResponse(outcome, correlationId: correlationId)
+    }
+
+    /// The flow for a D-Bus caller's sign-in, and why (for the log).
+    func signInFlow() async -> (InteractiveTokenRequest.Flow, String) {
+        switch signIn {
+        case .browser: return (.browser, "dbus_sign_in = \"browser\"")
+        case .deviceCode: return (.deviceCode, "dbus_sign_in = \"device-code\"")
+        case .auto:
+            let browser = await broker.browserAvailability()
+            return (browser.available ? .browser : .deviceCode, browser.reason)
+        }
+    }
+
+    static func notificationText(clientId: String, loginHint: String?, userCode: String, uri: String) -> (summary: String, body: String) {
+        ("Sign-in waiting: enter \(userCode)",
+         "An app (\(clientId)) asks you to sign in\(loginHint.map { " as \($0)" } ?? ""). Go to \(uri) and enter the code \(userCode).")
+    }
+
+    /// Takes the notification of a sign-in that ended off the screen.
+    static func close(_ showing: Task<DesktopNotifications.Shown?, Never>?, _ notifications: DesktopNotifications) async {
+        guard let showing, let shown = await showing.value else { return }
+        await notifications.close(shown)
     }
 }

@@ -21,12 +21,19 @@ public struct Broker1Methods: Sendable {
     /// Under the clients' 300 s D-Bus call timeout, so that a sign-in that runs out is answered (UserCanceled)
     /// instead of the caller getting NoReply.
     let interactiveLimit: Duration
+    /// Browser or device code for a sign-in (`dbus_sign_in`).
+    let signIn: DBusSignIn
+    /// A waiting device code on the desktop.
+    let notifications: DesktopNotifications
 
-    public init(broker: Broker, version: String, logger: Logger, interactiveLimit: Duration = .seconds(285)) {
+    public init(broker: Broker, version: String, logger: Logger, interactiveLimit: Duration = .seconds(285),
+                signIn: DBusSignIn = .auto) {
         self.broker = broker
         self.version = version
         self.logger = logger
         self.interactiveLimit = interactiveLimit
+        self.signIn = signIn
+        notifications = DesktopNotifications(logger: logger)
     }
 
     public func answer(method: String, correlationId: String, request: String, caller: Caller) async -> String {

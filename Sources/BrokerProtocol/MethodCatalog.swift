@@ -45,6 +45,8 @@ extension BrokerNotification {
         case .deviceCode: return .init(notification: self, params: DeviceCodeNotification.self)
         case .accountAdded, .accountRemoved, .signInRequired, .statusChanged:
             return .init(notification: self, params: AccountEventNotification.self)
+        case .signInPending: return .init(notification: self, params: PendingSignInInfo.self)
+        case .signInEnded: return .init(notification: self, params: SignInEndedNotification.self)
         }
     }
 }

@@ -26,14 +26,17 @@ public enum BrokerNotification: String, CaseIterable, Sendable {
     case accountRemoved
     case signInRequired
     case statusChanged
+    case signInPending
+    case signInEnded
 
     /// What `subscribe` offers (the others are prompts of an interactive request).
-    public static let events: [BrokerNotification] = [.accountAdded, .accountRemoved, .signInRequired, .statusChanged]
+    public static let events: [BrokerNotification] = [.accountAdded, .accountRemoved, .signInRequired, .statusChanged,
+                                                      .signInPending, .signInEnded]
 }
 
 /// Version of the wire contract. Additive changes (new methods, new optional fields) keep the major number;
 /// a client should ignore fields it does not know.
-public let brokerProtocolVersion = "1.4"
+public let brokerProtocolVersion = "1.5"
 public let brokerVersion = "0.1.0"
 
 // MARK: - Params
@@ -329,13 +332,15 @@ public struct StatusResult: Codable, Sendable, Equatable {
     /// The com.microsoft.identity.broker1 front end (since protocol 1.4): absent when it is off, else whether it
     /// serves and, when not, why (another process owns the name, no session bus).
     public var dbusBroker: String?
+    /// Device-code sign-ins waiting for the user (since protocol 1.5; absent from older daemons).
+    public var pendingSignIns: [PendingSignInInfo]?
 
     public init(version: String, protocolVersion: String, pid: Int32, startedAt: Int64, uptimeSeconds: Int64,
                 socket: String, socketActivated: Bool, configPath: String?, configPresent: Bool, cachePath: String?,
                 keyStore: KeyStoreInfo,
                 accounts: Int, accessTokens: Int, refreshTokens: Int, idTokens: Int, appMetadata: Int,
                 lastWrite: Int64?, lastWriteError: String?, problems: [String], signInRequired: [String],
-                connections: Int, requestsServed: Int, dbusBroker: String? = nil) {
+                connections: Int, requestsServed: Int, dbusBroker: String? = nil, pendingSignIns: [PendingSignInInfo]? = nil) {
         self.version = version
         self.protocolVersion = protocolVersion
         self.pid = pid
@@ -359,6 +364,7 @@ public struct StatusResult: Codable, Sendable, Equatable {
         self.connections = connections
         self.requestsServed = requestsServed
         self.dbusBroker = dbusBroker
+        self.pendingSignIns = pendingSignIns
     }
 }
 

@@ -146,7 +146,8 @@ public struct DeviceCodeNotification: Codable, Sendable, Equatable {
 }
 
 public struct SubscribeParams: Codable, Sendable {
-    /// Event names (accountAdded, accountRemoved, signInRequired, statusChanged); all when absent.
+    /// Event names (accountAdded, accountRemoved, signInRequired, statusChanged, signInPending, signInEnded); all when
+    /// absent.
     public var events: [String]?
     public init(events: [String]? = nil) { self.events = events }
 }
@@ -163,5 +164,42 @@ public struct AccountEventNotification: Codable, Sendable, Equatable {
     public init(homeAccountId: String?, clientId: String?) {
         self.homeAccountId = homeAccountId
         self.clientId = clientId
+    }
+}
+
+/// A device-code sign-in waiting for the user: the `signInPending` event and an entry of `getStatus.pendingSignIns`.
+/// The user code is meant for the user's eyes; the device code is never sent.
+public struct PendingSignInInfo: Codable, Sendable, Equatable {
+    public var requestId: String
+    public var clientId: String
+    public var loginHint: String?
+    public var userCode: String
+    public var verificationUri: String
+    /// When brokerd stops waiting (epoch seconds).
+    public var expiresOn: Int64
+    public var message: String
+
+    public init(requestId: String, clientId: String, loginHint: String?, userCode: String, verificationUri: String,
+                expiresOn: Int64, message: String) {
+        self.requestId = requestId
+        self.clientId = clientId
+        self.loginHint = loginHint
+        self.userCode = userCode
+        self.verificationUri = verificationUri
+        self.expiresOn = expiresOn
+        self.message = message
+    }
+}
+
+/// `signInEnded`: a pending sign-in is over. `outcome`: completed, cancelled, expired or failed.
+public struct SignInEndedNotification: Codable, Sendable, Equatable {
+    public var requestId: String
+    public var clientId: String
+    public var outcome: String
+
+    public init(requestId: String, clientId: String, outcome: String) {
+        self.requestId = requestId
+        self.clientId = clientId
+        self.outcome = outcome
     }
 }

@@ -151,17 +151,30 @@ extension RequestRouter {
         let selected = Set(wanted)
         link.attach(Task {
             for await event in events where selected.contains(event.name) {
-                let params: AccountEventNotification
-                switch event {
-                case .accountAdded(let hid): params = AccountEventNotification(homeAccountId: hid, clientId: nil)
-                case .accountRemoved(let hid, let client): params = AccountEventNotification(homeAccountId: hid, clientId: client)
-                case .signInRequired(let hid, let client): params = AccountEventNotification(homeAccountId: hid, clientId: client)
-                case .statusChanged: params = AccountEventNotification(homeAccountId: nil, clientId: nil)
-                }
-                guard let json = try? ProtocolCoding.encode(params) else { continue }
+                guard let json = try? Self.params(of: event) else { continue }
                 link.sendEvent(RPCEnvelope.notification(method: event.name, paramsJSON: json))
             }
         })
         return try ProtocolCoding.encode(SubscribeResult(events: wanted))
+    }
+
+    static func params(of event: BrokerEvent) throws -> [UInt8] {
+        switch event {
+        case .accountAdded(let hid): return try ProtocolCoding.encode(AccountEventNotification(homeAccountId: hid, clientId: nil))
+        case .accountRemoved(let hid, let client):
+            return try ProtocolCoding.encode(AccountEventNotification(homeAccountId: hid, clientId: client))
+        case .signInRequired(let hid, let client):
+            return try ProtocolCoding.encode(AccountEventNotification(homeAccountId: hid, clientId: client))
+        case .statusChanged: return try ProtocolCoding.encode(AccountEventNotification(homeAccountId: nil, clientId: nil))
+        case .signInPending(let pending): return try ProtocolCoding.encode(wire(pending))
+        case .signInEnded(let requestId, let clientId, let end):
+            return try ProtocolCoding.encode(SignInEndedNotification(requestId: requestId, clientId: clientId, outcome: end.rawValue))
+        }
+    }
+
+    static func wire(_ pending: PendingSignIn) -> PendingSignInInfo {
+        PendingSignInInfo(requestId: pending.requestId, clientId: pending.clientId, loginHint: pending.loginHint,
+                          userCode: pending.userCode, verificationUri: pending.verificationURI, expiresOn: pending.expiresOn,
+                          message: pending.message)
     }
 }

@@ -218,7 +218,7 @@ final class RequestRouter: Sendable {
             idTokens: core.idTokens, appMetadata: core.appMetadata, lastWrite: core.lastWrite,
             lastWriteError: core.lastWriteError, problems: core.problems, signInRequired: core.signInRequired,
             connections: state.connectionCount, requestsServed: state.requestsServed,
-            dbusBroker: info.dbusBroker.description)
+            dbusBroker: info.dbusBroker.description, pendingSignIns: core.pendingSignIns.map(Self.wire))
     }
 
     // MARK: Core → wire

@@ -104,3 +104,54 @@ static inline int brokerd_bus_sender(sd_bus_message *m, uid_t *uid, pid_t *pid, 
 static inline int brokerd_wake_fd(void) {
     return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
+
+// MARK: org.freedesktop.Notifications (a waiting device-code sign-in on the desktop)
+#include <stdint.h>
+
+static inline void brokerd_copy_error(const sd_bus_error *e, int r, char *out, size_t size) {
+    if (size == 0) return;
+    const char *text = (e && e->message) ? e->message : (e && e->name) ? e->name : strerror(r < 0 ? -r : r);
+    strncpy(out, text, size - 1);
+    out[size - 1] = 0;
+}
+
+// 1 when `name` has an owner on the bus, 0 when not, <0 on error. Asks the bus only: never starts (activates) a service.
+static inline int brokerd_bus_name_has_owner(sd_bus *bus, const char *name) {
+    sd_bus_message *reply = NULL;
+    int r = sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                               "NameHasOwner", NULL, &reply, "s", name);
+    if (r < 0) return r;
+    int owned = 0;
+    r = sd_bus_message_read(reply, "b", &owned);
+    sd_bus_message_unref(reply);
+    return r < 0 ? r : (owned ? 1 : 0);
+}
+
+// Notify(app_name, replaces_id, app_icon, summary, body, actions, hints, expire_timeout) → the notification's id.
+// Critical urgency and no expiry: the app waits for the user, so the notification stays until brokerd closes it.
+// On failure `error` gets the server's (or sd-bus's) reason.
+static inline int brokerd_notify(sd_bus *bus, const char *summary, const char *body, uint32_t *id, char *error,
+                                 size_t error_size) {
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    int r = sd_bus_call_method(bus, "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
+                               "org.freedesktop.Notifications", "Notify", &e, &reply, "susssasa{sv}i", "brokerd",
+                               (uint32_t)0, "dialog-password", summary, body, 0, 1, "urgency", "y", 2, (int32_t)0);
+    if (r >= 0) {
+        r = sd_bus_message_read(reply, "u", id);
+        sd_bus_message_unref(reply);
+    }
+    if (r < 0) brokerd_copy_error(&e, r, error, error_size);
+    sd_bus_error_free(&e);
+    return r;
+}
+
+// CloseNotification(id).
+static inline int brokerd_close_notification(sd_bus *bus, uint32_t id, char *error, size_t error_size) {
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    int r = sd_bus_call_method(bus, "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
+                               "org.freedesktop.Notifications", "CloseNotification", &e, NULL, "u", id);
+    if (r < 0) brokerd_copy_error(&e, r, error, error_size);
+    sd_bus_error_free(&e);
+    return r;
+}

@@ -28,6 +28,7 @@ enum Format {
         rows.append(("tokens", "\(s.refreshTokens) refresh, \(s.accessTokens) access, \(s.idTokens) id"))
         rows.append(("clients", "\(s.connections) connected, \(s.requestsServed) request(s) served"))
         if let dbus = s.dbusBroker { rows.append(("D-Bus", dbus)) }
+        for waiting in s.pendingSignIns ?? [] { rows.append(("sign-in waiting", waitingSignIn(waiting, now: now()))) }
         if let error = s.lastWriteError { rows.append(("WRITE ERROR", error)) }
         for problem in s.problems { rows.append(("PROBLEM", problem)) }
         return table(rows)

@@ -109,7 +109,8 @@ struct Brokerd: AsyncParsableCommand {
             SystemdNotifier.status("serving \(status.accounts) account(s) on \(socketPath)")
         }
 
-        let dbus = dbusBroker || configuration.dbusBroker ? Self.startDBus(broker: broker, state: dbusState, logger: logger) : nil
+        let dbus = dbusBroker || configuration.dbusBroker ? Self.startDBus(
+            broker: broker, state: dbusState, signIn: DBusSignIn(rawValue: configuration.dbusSignIn) ?? .auto, logger: logger) : nil
         let watchdog = startWatchdog(broker: broker, logger: logger)
         let backgroundRefresh: Task<Void, Never>? = configuration.backgroundRefresh ? Task {
             await broker.runBackgroundRefresh(BackgroundRefreshSettings(
@@ -169,8 +170,8 @@ struct Brokerd: AsyncParsableCommand {
 
     /// The D-Bus front end, when a session bus is there and nobody else owns the name (it is never taken away).
     /// `state` gets what `getStatus.dbusBroker` says.
-    static func startDBus(broker: Broker, state: FrontEndState, logger: Logger) -> DBusFrontEnd? {
-        let methods = Broker1Methods(broker: broker, version: brokerVersion, logger: logger)
+    static func startDBus(broker: Broker, state: FrontEndState, signIn: DBusSignIn, logger: Logger) -> DBusFrontEnd? {
+        let methods = Broker1Methods(broker: broker, version: brokerVersion, logger: logger, signIn: signIn)
         let (service, outcome) = DBusFrontEnd.start(methods: methods, logger: logger)
         let name = DBusFrontEnd.busName
         switch outcome {

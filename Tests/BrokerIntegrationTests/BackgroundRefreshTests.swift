@@ -61,7 +61,8 @@ final class BackgroundRefreshTests: XCTestCase {
         let subscriber = try RawClient(daemon.socket, receiveTimeout: 20)
         let subscribed = try subscriber.call(#"{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{}}"#)
         XCTAssertEqual((subscribed["result"] as? [String: Any])?["events"] as? [String],
-                       ["accountAdded", "accountRemoved", "signInRequired", "statusChanged"], "\(subscribed)")
+                       ["accountAdded", "accountRemoved", "signInRequired", "statusChanged", "signInPending", "signInEnded"],
+                       "\(subscribed)")
 
         let login = try daemon.ctl(["login", "mail", "--config", daemon.configPath, "--json"])
         let hid = try decode(TokenResult.self, login.stdout).account.homeAccountId

@@ -18,9 +18,13 @@ public struct InteractiveTokenRequest: Sendable {
     public var prompt: String?
     public var claims: String?
     public var flow: Flow
+    /// Seconds the caller waits at most (a D-Bus client gives up at 300 s); the sign-in ends by then. nil: only
+    /// `interactive_timeout` applies.
+    public var timeLimitSeconds: Int64?
 
     public init(clientId: String, authority: String?, scopes: [String], extraScopesToConsent: [String] = [],
-                loginHint: String? = nil, prompt: String? = nil, claims: String? = nil, flow: Flow = .browser) {
+                loginHint: String? = nil, prompt: String? = nil, claims: String? = nil, flow: Flow = .browser,
+                timeLimitSeconds: Int64? = nil) {
         self.clientId = clientId
         self.authority = authority
         self.scopes = scopes
@@ -29,6 +33,12 @@ public struct InteractiveTokenRequest: Sendable {
         self.prompt = prompt
         self.claims = claims
         self.flow = flow
+        self.timeLimitSeconds = timeLimitSeconds
+    }
+
+    /// The longest this sign-in may wait for the user.
+    func waitLimit(_ settings: IdentityProvider.Settings) -> Int64 {
+        min(settings.interactiveTimeoutSeconds, timeLimitSeconds ?? .max)
     }
 }
 
@@ -41,7 +51,8 @@ public enum InteractionPrompt: Sendable {
 extension Broker {
     /// Signs the user in with the system browser (authorization code + PKCE, loopback redirect) or a device code.
     /// `prompt` is called with what to show; `cancelInteractiveFlow(requestId)` ends the wait with UserCanceled.
-    /// One flow per (client, login hint) at a time: a second one is refused while the first runs.
+    /// One flow per (client, login hint) at a time: a second one is refused while the first runs. A device code is
+    /// also published (status, `signInPending`) until the sign-in ends, for callers that cannot show it themselves.
     public func acquireTokenInteractively(_ request: InteractiveTokenRequest,
                                           prompt: @escaping @Sendable (InteractionPrompt) async -> Void) async throws(TokenFailure) -> TokenOutcome {
         let idp = try identityProvider()
@@ -56,21 +67,29 @@ extension Broker {
         defer { interactiveSlots.remove(slot) }
         let requestId = PKCE.randomToken(bytes: 12)
         let metadata = try await idp.metadata(authority)
+        let published = publishing(prompt, request: request, waitLimit: request.waitLimit(idp.settings))
         let task = Task<InteractiveResult, Error> {
             switch request.flow {
             case .browser:
-                return try await BrowserSignIn(idp: idp, metadata: metadata, request: request, requestId: requestId).run(prompt: prompt)
+                return try await BrowserSignIn(idp: idp, metadata: metadata, request: request, requestId: requestId).run(prompt: published)
             case .deviceCode:
-                return try await DeviceCodeSignIn(idp: idp, metadata: metadata, request: request, requestId: requestId).run(prompt: prompt)
+                return try await DeviceCodeSignIn(idp: idp, metadata: metadata, request: request, requestId: requestId).run(prompt: published)
             }
         }
         interactiveFlows[requestId] = task
         defer { interactiveFlows[requestId] = nil }
         let result: InteractiveResult
-        do { result = try await task.value } catch let failure as TokenFailure { throw failure } catch is CancellationError {
-            throw .userCanceled("the sign-in was canceled")
+        do {
+            result = try await task.value
+            signInEnded(requestId, .completed)
         } catch {
-            throw .internal("\(error)")
+            signInEnded(requestId, Self.signInEnd(of: error, cancelled: task.isCancelled))
+            switch error {
+            case let failure as TokenFailure: throw failure
+            case is CancellationError: throw .userCanceled("the sign-in was canceled")
+            case is DeviceCodeExpired: throw .userCanceled("the device code expired before the sign-in was completed")
+            default: throw .internal("\(error)")
+            }
         }
 
         let now = Self.now()
@@ -90,6 +109,19 @@ extension Broker {
         try checkGranted(saved, requested: scopes)
         return Self.outcome(saved.accessToken, hid: hid, clientId: request.clientId, authority: authority, source: "interactive",
                             idToken: saved.idToken, cache: cache)
+    }
+
+    /// `prompt`, with a device code also published as a pending sign-in.
+    private func publishing(_ prompt: @escaping @Sendable (InteractionPrompt) async -> Void, request: InteractiveTokenRequest,
+                            waitLimit: Int64) -> @Sendable (InteractionPrompt) async -> Void {
+        { shown in
+            if case .deviceCode(let requestId, let userCode, let uri, let expiresIn, let message) = shown {
+                await self.signInWaiting(PendingSignIn(
+                    requestId: requestId, clientId: request.clientId, loginHint: request.loginHint, userCode: userCode,
+                    verificationURI: uri, expiresOn: Self.now() + min(expiresIn, waitLimit), message: message))
+            }
+            await prompt(shown)
+        }
     }
 
     /// Ends a running interactive request; false when none has that id.
@@ -134,7 +166,7 @@ struct BrowserSignIn: Sendable {
         let separator = metadata.authorizationEndpoint.contains("?") ? "&" : "?"
         let url = metadata.authorizationEndpoint + separator + FormEncoding.encode(fields)
 
-        let timeout = idp.settings.interactiveTimeoutSeconds
+        let timeout = request.waitLimit(idp.settings)
         let query: [String: String]? = try await withThrowingTaskGroup(of: [String: String]?.self) { group in
             group.addTask { await listener.nextRedirect() }
             group.addTask {
@@ -196,13 +228,11 @@ struct DeviceCodeSignIn: Sendable {
                 ?? "To sign in, open \(device.verificationURI) in a browser and enter the code \(device.userCode)."
             await prompt(.deviceCode(requestId: requestId, userCode: device.userCode, verificationURI: device.verificationURI,
                                      expiresIn: device.expiresIn, message: message))
-            let deadline = ContinuousClock.now + .seconds(min(device.expiresIn, idp.settings.interactiveTimeoutSeconds))
+            let deadline = ContinuousClock.now + .seconds(min(device.expiresIn, request.waitLimit(idp.settings)))
             var interval = device.interval
             while true {
-                try await Task.sleep(for: .seconds(interval))
-                guard ContinuousClock.now < deadline else {
-                    throw TokenFailure.userCanceled("the device code expired before the sign-in was completed")
-                }
+                try await Task.sleep(for: min(.seconds(interval), max(deadline - ContinuousClock.now, .zero)))
+                guard ContinuousClock.now < deadline else { throw DeviceCodeExpired() }
                 let response: TokenResponse
                 do {
                     response = try await idp.tokens.pollDevice(device.deviceCode, clientId: request.clientId, metadata: metadata)
@@ -212,8 +242,7 @@ struct DeviceCodeSignIn: Sendable {
                     case .oauth(let answer) where answer.error == "slow_down":
                         interval = min(interval + 5, DeviceAuthorization.maxInterval)
                         continue
-                    case .oauth(let answer) where answer.error == "expired_token":
-                        throw TokenFailure.userCanceled("the device code expired before the sign-in was completed")
+                    case .oauth(let answer) where answer.error == "expired_token": throw DeviceCodeExpired()
                     case .transient: continue  // a poll that did not get through; the next one may
                     default: throw error
                     }
@@ -249,13 +278,29 @@ func identity(of response: TokenResponse, idp: IdentityProvider, metadata: Provi
     }
 }
 
-/// Starts the user's browser on a URL: `$BROWSER`, else `xdg-open`. `auto` only when a display is present.
+/// Starts the user's browser on a URL: `$BROWSER`, else `xdg-open`. `auto` only when a display is present or `$BROWSER`
+/// names a browser (which may be a terminal one).
 enum BrowserLauncher {
+    /// Whether `open` starts a browser under `policy` in this environment, and why (for the log).
+    static func availability(policy: String) -> (available: Bool, reason: String) {
+        switch policy {
+        case "never": return (false, "open_browser = \"never\"")
+        case "always": return (true, "open_browser = \"always\"")
+        default:
+            for name in ["WAYLAND_DISPLAY", "DISPLAY"] where variable(name) != nil { return (true, "$\(name) is set") }
+            if variable("BROWSER") != nil { return (true, "$BROWSER is set") }
+            return (false, "no display (DISPLAY and WAYLAND_DISPLAY unset) and no $BROWSER")
+        }
+    }
+
+    /// An environment variable's value; nil when unset or empty.
+    static func variable(_ name: String) -> String? {
+        getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+    }
+
     static func open(_ url: String, policy: String) {
-        if policy == "never" { return }
-        let hasDisplay = getenv("DISPLAY") != nil || getenv("WAYLAND_DISPLAY") != nil
-        if policy == "auto" && !hasDisplay { return }
-        let program = getenv("BROWSER").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "xdg-open"
+        guard availability(policy: policy).available else { return }
+        let program = variable("BROWSER") ?? "xdg-open"
         let executable: Executable = program.contains("/") ? .path(FilePath(program)) : .name(program)
         // The sign-in waits for the redirect, never for this process: $BROWSER may be the browser itself, which runs
         // until it is closed. The run ends (and the child is reaped) whenever the process exits; its output is dropped.

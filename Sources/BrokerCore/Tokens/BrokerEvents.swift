@@ -6,6 +6,10 @@ public enum BrokerEvent: Sendable, Equatable {
     /// A refresh failed with invalid_grant: the account needs an interactive sign-in.
     case signInRequired(homeAccountId: String, clientId: String)
     case statusChanged
+    /// A device-code sign-in waits for the user (the code and where to enter it).
+    case signInPending(PendingSignIn)
+    /// A pending sign-in ended.
+    case signInEnded(requestId: String, clientId: String, end: SignInEnd)
 
     public var name: String {
         switch self {
@@ -13,6 +17,8 @@ public enum BrokerEvent: Sendable, Equatable {
         case .accountRemoved: return "accountRemoved"
         case .signInRequired: return "signInRequired"
         case .statusChanged: return "statusChanged"
+        case .signInPending: return "signInPending"
+        case .signInEnded: return "signInEnded"
         }
     }
 }
