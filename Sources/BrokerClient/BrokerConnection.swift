@@ -175,6 +175,7 @@ public actor BrokerConnection {
         let channel: Channel
         do {
             channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .channelOption(ChannelOptions.allowRemoteHalfClosure, value: true)  // see RPCClientHandler.refusalGrace
                 .channelInitializer { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineDecoder()))

@@ -126,6 +126,18 @@ final class RPCClientHandler: ChannelDuplexHandler {
         }
     }
 
+    /// The channel allows a half-close, so brokerd's end-of-file arrives here. After a refusal, the channel stays open
+    /// for `refusalGrace`: the refusal can arrive before the first request is written (brokerd refuses on connect),
+    /// and a request written meanwhile then fails with it, not with "closed the connection".
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        guard case ChannelEvent.inputClosed = event else { return context.fireUserInboundEventTriggered(event) }
+        guard refusal != nil else { return context.close(promise: nil) }
+        let channel = context.channel
+        context.eventLoop.scheduleTask(in: Self.refusalGrace) { channel.close(promise: nil) }
+    }
+
+    static let refusalGrace = TimeAmount.seconds(1)
+
     func channelInactive(context: ChannelHandlerContext) {
         closed = true
         failAll(refusal.map { BrokerClientError.rpc($0) } ?? WireFailure.lostAfterSending("brokerd closed the connection"))

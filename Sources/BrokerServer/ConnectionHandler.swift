@@ -159,6 +159,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         if case ChannelEvent.inputClosed = event {
             // No more bytes will come: an unfinished line stays unfinished, and is no reason to close.
             inputClosed = true
+            if phase == .closing { return context.close(promise: nil) }
             partialLineSince = nil
             if inFlight == 0, waiting.isEmpty {
                 context.close(promise: nil)
@@ -428,20 +429,33 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     /// Writes one error line and closes once it is out (a refusal must reach the client before the close), or at
     /// once when the client is not taking output: a client that does not read must not keep its connection open.
+    /// Sends the error and closes, lingering: once the error is out, brokerd stops sending (a half-close, so the client
+    /// reads the error and then end-of-file) and drops what the client still sends until it closes, for at most
+    /// `lingerTime`. Closing a Unix socket while the client's request is unread makes the client's write or read fail
+    /// (EPIPE, ECONNRESET), often before it has read the error it was sent.
     private func closeWith(_ error: RPCError, context: ChannelHandlerContext) {
         phase = .closing
         lineTimer?.cancel()
+        if registered {  // a lingering connection holds no slot: it counts against no cap and in no status
+            registered = false
+            table.remove(self)
+            state.release(context.channel)
+        }
         var buffer = context.channel.allocator.buffer(capacity: 256)
         buffer.writeBytes(RPCEnvelope.failure(id: "null", error: error))
         buffer.writeInteger(UInt8(ascii: "\n"))
         let channel = context.channel
-        let written = NIOLoopBoundBox(false, eventLoop: context.eventLoop)
-        context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { _ in
-            written.value = true
-            channel.close(promise: nil)
+        context.writeAndFlush(wrapOutboundOut(buffer)).whenComplete { result in
+            guard case .success = result else { return channel.close(promise: nil) }
+            channel.close(mode: .output, promise: nil)
+            try? channel.syncOptions?.setOption(ChannelOptions.autoRead, value: true)
+            channel.read()
         }
-        if !written.value { channel.close(promise: nil) }
+        // A client that neither reads the error nor closes is closed on anyway.
+        context.eventLoop.scheduleTask(in: Self.lingerTime) { channel.close(promise: nil) }
     }
+
+    static let lingerTime = TimeAmount.seconds(1)
 
     private static func joinBatch(_ answers: [[UInt8]]) -> [UInt8] {
         var out: [UInt8] = [UInt8(ascii: "[")]

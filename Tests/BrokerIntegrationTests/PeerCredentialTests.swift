@@ -30,6 +30,9 @@ final class PeerCredentialTests: XCTestCase {
         XCTAssertEqual(result.status, 1, result.stdout + result.stderr)
         XCTAssertTrue(result.stderr.contains("permission denied: brokerd serves uid 0 only; this connection is from uid 65534"),
                       result.stderr)
+        // The refusal reaches the client and the log on separate paths: wait for the line rather than race it.
+        let deadline = Date().addingTimeInterval(10)
+        while !daemon.log.contains("connection refused: peer runs as another user"), Date() < deadline { usleep(50_000) }
         XCTAssertTrue(daemon.log.contains("connection refused: peer runs as another user"), daemon.log)
         XCTAssertTrue(daemon.log.contains("client_uid=65534"), daemon.log)
         XCTAssertFalse(daemon.log.contains("method=getStatus"), "the refused client's request must never be read or served")
