@@ -33,7 +33,7 @@ public enum BrokerNotification: String, CaseIterable, Sendable {
 
 /// Version of the wire contract. Additive changes (new methods, new optional fields) keep the major number;
 /// a client should ignore fields it does not know.
-public let brokerProtocolVersion = "1.4"
+public let brokerProtocolVersion = "1.5"
 public let brokerVersion = "0.1.0"
 
 // MARK: - Params
@@ -293,12 +293,18 @@ public struct ExportResult: Codable, Sendable, Equatable {
 }
 
 public struct KeyStoreInfo: Codable, Sendable, Equatable {
-    /// `file` or `memory`.
+    /// `secret-service`, `file` or `memory`.
     public var kind: String
     public var path: String?
-    public init(kind: String, path: String?) {
+    /// Where the key is (since protocol 1.5): the key file, "gnome-keyring on the session bus", "nothing persisted".
+    public var location: String?
+    /// Why this store is in use (since protocol 1.5): the config's choice, or what `key_store = "auto"` found.
+    public var reason: String?
+    public init(kind: String, path: String?, location: String? = nil, reason: String? = nil) {
         self.kind = kind
         self.path = path
+        self.location = location
+        self.reason = reason
     }
 }
 
