@@ -296,7 +296,7 @@ public struct KeyStoreInfo: Codable, Sendable, Equatable {
     /// `secret-service`, `file` or `memory`.
     public var kind: String
     public var path: String?
-    /// Where the key is (since protocol 1.5): the key file, "gnome-keyring on the session bus", "nothing persisted".
+    /// Where the key is (since protocol 1.5): the key file, "gnome-keyring on the session bus", "nothing on disk".
     public var location: String?
     /// Why this store is in use (since protocol 1.5): the config's choice, or what `key_store = "auto"` found.
     public var reason: String?

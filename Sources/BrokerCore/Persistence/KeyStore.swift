@@ -41,7 +41,7 @@ public enum KeyStore: Sendable, Equatable, CustomStringConvertible {
     public var location: String {
         switch self {
         case .file(let path): return path
-        case .memory: return "nothing persisted"
+        case .memory: return "nothing on disk"
         case .vault(let vault, _): return vault.location
         }
     }
