@@ -222,6 +222,45 @@ final class KeyStoreTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: keyFile(daemon)))
     }
 
+    /// Moving back to the file: a key file of another key (that does not open the cache) is set aside and the
+    /// keyring's key takes its place; then kill -9 after the key file was written but before the keyring's item was
+    /// deleted (both hold the same key): the next start deletes the item.
+    func testMovingBackToTheFileWithAStrayKeyFileAndAnInterruptedMove() throws {
+        try bus.startSecretService()
+        let daemon = try daemon()
+        try daemon.start()
+        try importFixture(daemon)
+        XCTAssertEqual(daemon.stop(), 0)
+        let hash = try XCTUnwrap(try keyringKeyHash(daemon))
+
+        let stray = (0..<32).map { _ in UInt8.random(in: 0...255) }
+        XCTAssertTrue(FileManager.default.createFile(atPath: keyFile(daemon), contents: Data(stray), attributes: [.posixPermissions: 0o600]))
+        try setKeyStore(daemon, "file")
+        try daemon.start()
+        try assertCachedTokenServed(daemon)
+        XCTAssertEqual(try fileHash(keyFile(daemon)), hash, "the keyring's key, the one that opens the cache, is in the file")
+        XCTAssertFalse(try keyringHoldsItem(daemon))
+        let aside = try FileManager.default.contentsOfDirectory(atPath: daemon.stateDir).filter { $0.hasPrefix("cache.key.superseded-") }
+        XCTAssertEqual(aside.count, 1, "the stray key is kept aside")
+        XCTAssertTrue(daemon.log.contains("only the latter opens the cache, so it moved to \(keyFile(daemon))"), daemon.log)
+        XCTAssertEqual(daemon.stop(SIGKILL), 128 + SIGKILL)
+
+        // The state a crash leaves between writing the key file and deleting the item: the item, stored again.
+        try setKeyStore(daemon, "secret-service")
+        try daemon.start()
+        XCTAssertEqual(try keyringKeyHash(daemon), hash)
+        XCTAssertEqual(daemon.stop(SIGKILL), 128 + SIGKILL)
+        let copy = try runCommand("/bin/sh", ["-c", #"umask 077 && secret-tool lookup "$@" > "$0""#, keyFile(daemon)] + attributes(daemon),
+                                  environment: bus.environment)
+        XCTAssertEqual(copy.status, 0, copy.stderr)
+        try setKeyStore(daemon, "file")
+        try daemon.start()
+        try assertCachedTokenServed(daemon)
+        XCTAssertEqual(try fileHash(keyFile(daemon)), hash)
+        XCTAssertFalse(try keyringHoldsItem(daemon), "the copy in the keyring was deleted")
+        XCTAssertTrue(daemon.log.contains("by an interrupted move was deleted"), daemon.log)
+    }
+
     // MARK: Locked
 
     /// The keyring's collection is locked and nobody can answer the unlock prompt (no display here): start fails
