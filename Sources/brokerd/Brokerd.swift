@@ -70,7 +70,7 @@ struct Brokerd: AsyncParsableCommand {
             keyChoice = try KeyStoreChoice.choose(configuration.keyStore, keyFile: configuration.keyFile ?? "\(stateDirectory)/cache.key",
                                                   stateDirectory: stateDirectory)
         } catch {
-            Self.fail("brokerd: key store: \(error)")
+            Self.fail("brokerd: key store: \(error)", status: KeyStoreChoice.unavailableExitStatus)
         }
         let keyStore = keyChoice.keyStore
         for warning in keyChoice.warnings { logger.warning("\(warning)") }
@@ -85,7 +85,7 @@ struct Brokerd: AsyncParsableCommand {
         // Opened, not loaded: cache hits are answered from here on, each reading its own account, while the rest of
         // the cache loads in the background (Broker.open). Other requests wait for the load.
         do { try await broker.open() } catch {
-            Self.fail("brokerd: cannot open the cache: \(error)")
+            Self.fail("brokerd: cannot open the cache: \(error)", status: KeyStoreChoice.exitStatus(of: error))
         }
         for note in await store.keyNotes { logger.notice("key store: \(note)") }
 
@@ -256,11 +256,11 @@ struct Brokerd: AsyncParsableCommand {
         }
     }
 
-    private static func fail(_ message: String) -> Never {
+    private static func fail(_ message: String, status: Int32 = 1) -> Never {
         var bytes = Array((message + "\n").utf8)
         bytes.withUnsafeMutableBytes { _ = write(2, $0.baseAddress, $0.count) }
         SystemdNotifier.send("STATUS=\(message)")
-        Foundation_exit(1)
+        Foundation_exit(status)
     }
 }
 

@@ -19,6 +19,18 @@ struct KeyStoreChoice {
     /// For the log: what was found on the way that the user should know.
     var warnings: [String] = []
 
+    /// brokerd's exit status when the Secret Service cannot be used (unreachable, locked, no collection): EX_TEMPFAIL,
+    /// so that a unit can tell it from other failures (RestartPreventExitStatus=75: no restart loop that shows an
+    /// unlock prompt again and again; the next request, through socket activation, tries again).
+    static let unavailableExitStatus: Int32 = 75
+
+    static func exitStatus(of failure: any Error) -> Int32 {
+        switch failure as? KeyStore.Failure {
+        case .vault?, .vaultKeySize?: return unavailableExitStatus
+        default: return 1
+        }
+    }
+
     struct Refusal: Error, CustomStringConvertible {
         var description: String
     }

@@ -129,7 +129,7 @@ final class KeyStoreTests: XCTestCase {
         let daemon = try Daemon(config: "key_store = \"secret-service\"\n")
         let process = try daemon.launch()
         process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 1)
+        XCTAssertEqual(process.terminationStatus, 75, "EX_TEMPFAIL: the Secret Service cannot be used")
         XCTAssertTrue(daemon.log.contains("brokerd: key store: key_store = \"secret-service\", but no Secret Service is reachable "
             + "on the session bus (cannot connect to the session bus: "), daemon.log)
         XCTAssertFalse(FileManager.default.fileExists(atPath: keyFile(daemon)), "no silent fallback to a key file")
@@ -150,7 +150,7 @@ final class KeyStoreTests: XCTestCase {
         let explicit = try daemon("key_store = \"secret-service\"\n")
         let process = try explicit.launch()
         process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 1)
+        XCTAssertEqual(process.terminationStatus, 75, "EX_TEMPFAIL: the Secret Service cannot be used")
         XCTAssertTrue(explicit.log.contains("has no default collection to keep the key in; create one (for example with "
             + "seahorse) or set key_store = \"file\""), explicit.log)
         XCTAssertFalse(FileManager.default.fileExists(atPath: keyFile(explicit)))
@@ -277,7 +277,7 @@ final class KeyStoreTests: XCTestCase {
 
         let process = try daemon.launch()
         process.waitUntilExit()
-        XCTAssertEqual(process.terminationStatus, 1)
+        XCTAssertEqual(process.terminationStatus, 75, "EX_TEMPFAIL: the Secret Service cannot be used")
         XCTAssertTrue(daemon.log.contains("is locked and was not unlocked ("), daemon.log)
         XCTAssertTrue(daemon.log.contains("); unlock it in gnome-keyring-daemon and start brokerd again, or set key_store = \"file\""),
                       daemon.log)
