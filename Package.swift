@@ -73,6 +73,9 @@ let package = Package(
             "CSQLite",
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
+        // A client of the freedesktop Secret Service (org.freedesktop.secrets) over sd-bus, on a connection of its own:
+        // where the key_store = "secret-service" store keeps the cache key.
+        .target(name: "SecretService", dependencies: ["CSystemd"]),
         // Unix socket server: framing, peer credentials, dispatch to BrokerCore.
         // The com.microsoft.identity.broker1 D-Bus front end (sd-bus): translates onto BrokerCore, like BrokerServer.
         .target(name: "BrokerDBus", dependencies: [
@@ -93,7 +96,7 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
         .executableTarget(name: "brokerd", dependencies: [
-            "BrokerServer", "BrokerDBus", "BrokerCore", "BrokerConfig", "BrokerProtocol", "Systemd",
+            "BrokerServer", "BrokerDBus", "BrokerCore", "BrokerConfig", "BrokerProtocol", "Systemd", "SecretService",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),

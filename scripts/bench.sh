@@ -55,8 +55,9 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-# Nothing of the user's own brokerd, configuration or state is touched.
-unset BROKERD_SOCKET
+# Nothing of the user's own brokerd, configuration or state is touched (nor the keyring: no session bus, so
+# key_store = "auto" takes a key file in the bench's state directory).
+unset BROKERD_SOCKET DBUS_SESSION_BUS_ADDRESS
 export XDG_CONFIG_HOME=$work/xdg-config XDG_STATE_HOME=$work/xdg-state XDG_RUNTIME_DIR=$work/xdg-run
 mkdir -p "$XDG_CONFIG_HOME" "$XDG_STATE_HOME" "$XDG_RUNTIME_DIR"
 

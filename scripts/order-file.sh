@@ -33,6 +33,7 @@ for program in brokerd brokerctl; do
     objcopy --strip-debug "$bin_dir/$program" "$work/$program"
 done
 export XDG_CONFIG_HOME=$work/config XDG_STATE_HOME=$work/state XDG_RUNTIME_DIR=$work/run
+unset DBUS_SESSION_BUS_ADDRESS  # no session bus: the key store is a key file in $work, never the user's keyring
 mkdir -p "$XDG_CONFIG_HOME" "$XDG_STATE_HOME" "$XDG_RUNTIME_DIR"
 export BROKERD_SOCKET=$work/brokerd.sock
 python3 scripts/bench/make_cache.py 1 10 "$work/cache.json" >/dev/null

@@ -7,10 +7,15 @@ import Darwin
 /// brokerd's configuration file (TOML 1.0.0), default `$XDG_CONFIG_HOME/brokerd/config.toml`.
 /// A missing file means all defaults; a file with a mistake is refused with the line and the reason.
 public struct BrokerConfiguration: Sendable, Equatable {
-    public enum KeyStoreSetting: String, Sendable, Equatable { case file, memory }
+    public enum KeyStoreSetting: String, Sendable, Equatable, CaseIterable {
+        case auto
+        case secretService = "secret-service"
+        case file, memory
+    }
 
-    /// Where the cache key lives: `file` (a 0600 key file beside the cache) or `memory` (nothing on disk).
-    public var keyStore: KeyStoreSetting = .file
+    /// Where the cache key lives: `auto` (the Secret Service when one is on the session bus, else `file`),
+    /// `secret-service`, `file` (a 0600 key file beside the cache) or `memory` (nothing on disk).
+    public var keyStore: KeyStoreSetting = .auto
     /// Overrides the key file's path (default `<state dir>/cache.key`).
     public var keyFile: String?
     /// Accept connections from root when brokerd runs as another user (refused by default).
@@ -173,7 +178,7 @@ public struct BrokerConfiguration: Sendable, Equatable {
         switch entry.key {
         case "key_store":
             guard let setting = KeyStoreSetting(rawValue: try entry.string()) else {
-                throw TOMLError(line: entry.line, message: "'key_store' must be \"file\" or \"memory\"")
+                throw TOMLError(line: entry.line, message: "'key_store' must be \"auto\", \"secret-service\", \"file\" or \"memory\"")
             }
             keyStore = setting
         case "key_file": keyFile = try entry.string()

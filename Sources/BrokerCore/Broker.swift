@@ -21,6 +21,8 @@ public actor Broker {
         public var appMetadata: Int
         public var cachePath: String?
         public var keyStore: KeyStore
+        /// Why that key store is in use (see CacheStore.keyStoreReason).
+        public var keyStoreReason: String? = nil
         public var lastWrite: Int64?
         public var lastWriteError: String?
         public var problems: [String]
@@ -276,6 +278,7 @@ public actor Broker {
             appMetadata: cache.count(.appMetadata),
             cachePath: store.keyStore == .memory ? nil : store.path,
             keyStore: store.keyStore,
+            keyStoreReason: store.keyStoreReason,
             lastWrite: lastWrite,
             lastWriteError: lastWriteError,
             problems: problems,

@@ -296,12 +296,18 @@ public struct ExportResult: Codable, Sendable, Equatable {
 }
 
 public struct KeyStoreInfo: Codable, Sendable, Equatable {
-    /// `file` or `memory`.
+    /// `secret-service`, `file` or `memory`.
     public var kind: String
     public var path: String?
-    public init(kind: String, path: String?) {
+    /// Where the key is (since protocol 1.5): the key file, "gnome-keyring on the session bus", "nothing on disk".
+    public var location: String?
+    /// Why this store is in use (since protocol 1.5): the config's choice, or what `key_store = "auto"` found.
+    public var reason: String?
+    public init(kind: String, path: String?, location: String? = nil, reason: String? = nil) {
         self.kind = kind
         self.path = path
+        self.location = location
+        self.reason = reason
     }
 }
 

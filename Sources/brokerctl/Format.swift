@@ -19,7 +19,7 @@ enum Format {
         } else {
             rows.append(("cache", "in memory only"))
         }
-        rows.append(("key store", s.keyStore.kind + (s.keyStore.path.map { " \($0)" } ?? " (nothing on disk)")))
+        rows.append(("key store", keyStore(s.keyStore)))
         var accounts = "\(s.accounts)"
         if !s.signInRequired.isEmpty {
             accounts += " (\(s.signInRequired.count) need sign-in: \(s.signInRequired.joined(separator: ", ")))"
@@ -32,6 +32,14 @@ enum Format {
         if let error = s.lastWriteError { rows.append(("WRITE ERROR", error)) }
         for problem in s.problems { rows.append(("PROBLEM", problem)) }
         return table(rows)
+    }
+
+    /// "secret-service (gnome-keyring on the session bus)", "file (/path): no Secret Service on the session bus".
+    /// The reason is left out when the Secret Service was chosen automatically (the usual case on a desktop).
+    static func keyStore(_ k: KeyStoreInfo) -> String {
+        let location = k.location ?? k.path ?? "nothing on disk"
+        let reason = k.reason.flatMap { $0.hasPrefix("chosen automatically") ? nil : $0 }
+        return "\(k.kind) (\(location))" + (reason.map { ": \($0)" } ?? "")
     }
 
     static func accounts(_ accounts: [Account], now: Int64) -> String {

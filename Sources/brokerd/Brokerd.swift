@@ -60,14 +60,22 @@ struct Brokerd: AsyncParsableCommand {
         let logger = Logger(label: "brokerd")
 
         let stateDirectory = self.stateDirectory ?? BrokerConfiguration.defaultStateDirectory()
-        let keyStore: KeyStore = configuration.keyStore == .memory
-            ? .memory : .file(path: configuration.keyFile ?? "\(stateDirectory)/cache.key")
-        if case .file = keyStore {
+        if configuration.keyStore != .memory {
             do { try AtomicFile.makeDirectory(stateDirectory, mode: 0o700) } catch {
                 Self.fail("brokerd: cannot create the state directory: \(error)")
             }
         }
-        let store = CacheStore(path: "\(stateDirectory)/cache.db", keyStore: keyStore)
+        let keyChoice: KeyStoreChoice
+        do {
+            keyChoice = try KeyStoreChoice.choose(configuration.keyStore, keyFile: configuration.keyFile ?? "\(stateDirectory)/cache.key",
+                                                  stateDirectory: stateDirectory)
+        } catch {
+            Self.fail("brokerd: key store: \(error)", status: KeyStoreChoice.unavailableExitStatus)
+        }
+        let keyStore = keyChoice.keyStore
+        for warning in keyChoice.warnings { logger.warning("\(warning)") }
+        let store = CacheStore(path: "\(stateDirectory)/cache.db", keyStore: keyStore, reason: keyChoice.reason,
+                               leaving: keyChoice.leaving)
         var identity: IdentityProvider
         do { identity = try IdentityProvider(settings: Self.identitySettings(configuration)) } catch {
             Self.fail("brokerd: cannot set up HTTPS to identity providers: \(error)")
@@ -77,8 +85,9 @@ struct Brokerd: AsyncParsableCommand {
         // Opened, not loaded: cache hits are answered from here on, each reading its own account, while the rest of
         // the cache loads in the background (Broker.open). Other requests wait for the load.
         do { try await broker.open() } catch {
-            Self.fail("brokerd: cannot open the cache: \(error)")
+            Self.fail("brokerd: cannot open the cache: \(error)", status: KeyStoreChoice.exitStatus(of: error))
         }
+        for note in await store.keyNotes { logger.notice("key store: \(note)") }
 
         let activated: Int32?
         do { activated = try SocketActivation.listeningUnixSocket() } catch {
@@ -97,6 +106,7 @@ struct Brokerd: AsyncParsableCommand {
 
         logger.info("serving", metadata: [
             "socket": "\(socketPath)", "socket_activated": "\(activated != nil)", "key_store": "\(keyStore)",
+            "key_store_reason": "\(keyChoice.reason)",
             "pid": "\(getpid())",
         ])
         SystemdNotifier.ready(status: "serving on \(socketPath), loading the cache")
@@ -248,11 +258,11 @@ struct Brokerd: AsyncParsableCommand {
         }
     }
 
-    private static func fail(_ message: String) -> Never {
+    private static func fail(_ message: String, status: Int32 = 1) -> Never {
         var bytes = Array((message + "\n").utf8)
         bytes.withUnsafeMutableBytes { _ = write(2, $0.baseAddress, $0.count) }
         SystemdNotifier.send("STATUS=\(message)")
-        Foundation_exit(1)
+        Foundation_exit(status)
     }
 }
 

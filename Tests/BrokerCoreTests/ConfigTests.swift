@@ -36,7 +36,7 @@ final class ConfigTests: XCTestCase {
     func testDefaults() throws {
         let config = try BrokerConfiguration.parse("")
         XCTAssertEqual(config, BrokerConfiguration())
-        XCTAssertEqual(config.keyStore, .file)
+        XCTAssertEqual(config.keyStore, .auto)
         XCTAssertNil(config.keyFile)
         XCTAssertFalse(config.allowRoot)
         XCTAssertEqual(config.maxConnections, 256)
@@ -75,6 +75,15 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(cli.scopes, [])
     }
 
+    func testEveryKeyStoreSetting() throws {
+        for setting in BrokerConfiguration.KeyStoreSetting.allCases {
+            XCTAssertEqual(try BrokerConfiguration.parse("key_store = \"\(setting.rawValue)\"\n").keyStore, setting)
+        }
+        XCTAssertEqual(try BrokerConfiguration.parse("key_store = \"secret-service\"").keyStore, .secretService)
+        XCTAssertEqual(error("key_store = \"secret_service\"")?.message,
+                       "'key_store' must be \"auto\", \"secret-service\", \"file\" or \"memory\"")
+    }
+
     func testMemoryKeyStoreCRLFAndEscapes() throws {
         let text = "key_store = \"memory\"\r\nkey_file = \"/tmp/a \\\"b\\\"\\\\c\"\r\n\r\n  # indented comment\r\n"
         let config = try BrokerConfiguration.parse(text)
@@ -96,7 +105,7 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(error("allow_root = \"yes\"")?.message, "'allow_root' must be true or false")
         XCTAssertEqual(error("\n\n\nkey_file = 5"), TOMLError(line: 4, message: "'key_file' must be a string"))
         XCTAssertEqual(error("idle_timeout = 0")?.message, "'idle_timeout' must be an integer in 1...86400")
-        XCTAssertEqual(error("key_store = \"keyring\"")?.message, "'key_store' must be \"file\" or \"memory\"")
+        XCTAssertEqual(error("key_store = \"keyring\"")?.message, "'key_store' must be \"auto\", \"secret-service\", \"file\" or \"memory\"")
         XCTAssertEqual(error("log_level = \"loud\"")?.line, 1)
         XCTAssertEqual(error("[profile.g]\nclient_id = 5\n")?.line, 2)
         XCTAssertEqual(error("[profile.g]\nclient_id = \"c\"\nscopes = [\"a\", 1]\n"),

@@ -16,6 +16,12 @@ import Glibc
 public actor CacheStore {
     public let path: String
     public let keyStore: KeyStore
+    /// Why this key store is in use (the config's choice, or what `auto` found), for status.
+    public let keyStoreReason: String?
+    /// A vault the key moves out of, into the key file (the file store chosen while the Secret Service holds it).
+    private let formerVault: (any KeyVault)?
+    /// What happened to the key at `open` (a move between stores), for the log; never the key itself.
+    public private(set) var keyNotes: [String] = []
     private var database: CacheDatabase?
     private var key: SymmetricKey?
     /// Set while the database is open read-only because its directory cannot be written (a read-only mount):
@@ -29,9 +35,11 @@ public actor CacheStore {
     }
 
     /// `path` is the database; the old single-file cache, if any, is `cache.bin` beside it.
-    public init(path: String, keyStore: KeyStore) {
+    public init(path: String, keyStore: KeyStore, reason: String? = nil, leaving formerVault: (any KeyVault)? = nil) {
         self.path = path
         self.keyStore = keyStore
+        self.keyStoreReason = reason
+        self.formerVault = formerVault
     }
 
     public var persists: Bool { keyStore != .memory }
@@ -61,7 +69,9 @@ public actor CacheStore {
     /// Opens the database without reading its rows (cheap at any size); files that cannot be used are moved aside.
     /// `withReader`: also open a second connection for reading single accounts while `loadAll` runs.
     public func open(withReader: Bool = true) throws -> Opened {
-        guard let (key, created) = try keyStore.loadKey() else { return .loaded(Loaded(cache: TokenCache(), problems: [])) }
+        guard let (key, created) = try keyStore.loadKey(leaving: formerVault, database: path, notes: &keyNotes) else {
+            return .loaded(Loaded(cache: TokenCache(), problems: []))
+        }
         try AtomicFile.makeDirectory(AtomicFile.parentDirectory(of: path))
         var problems: [String] = []
         if access(path, F_OK) == 0 {

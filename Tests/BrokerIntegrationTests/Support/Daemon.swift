@@ -83,6 +83,9 @@ final class Daemon {
         for name in ["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "JOURNAL_STREAM", "WATCHDOG_USEC"] {
             environment.removeValue(forKey: name)
         }
+        // The key store (`auto`) and the D-Bus front end look at the session bus: never the test machine's. A test
+        // that wants one sets its private bus's address.
+        environment["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=\(directory.path)/no-session-bus"
         for (key, value) in self.environment { environment[key] = value }
         return try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, logPath: logPath)
     }

@@ -14,8 +14,9 @@ final class PrivateSessionBus {
         }
         let path = directory.path + "/bus"
         address = "unix:path=\(path)"
+        // Services it activates (gnome-keyring for org.freedesktop.secrets) get the bus's HOME and runtime directory.
         processes.append(try ChildProcess("/usr/bin/dbus-daemon", ["--session", "--address=\(address)", "--nofork", "--nopidfile"],
-                                          environment: ProcessInfo.processInfo.environment, logPath: directory.path + "/dbus.log"))
+                                          environment: environment, logPath: directory.path + "/dbus.log"))
         for _ in 0..<500 where !FileManager.default.fileExists(atPath: path) { usleep(10_000) }
         guard FileManager.default.fileExists(atPath: path) else { throw XCTSkip("the private session bus did not start") }
     }
