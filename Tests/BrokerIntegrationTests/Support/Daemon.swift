@@ -80,9 +80,14 @@ final class Daemon {
                 prefix: [String] = []) throws -> ChildProcess {
         let command = prefix + [executable] + (extra ?? arguments)
         var environment = ProcessInfo.processInfo.environment
-        for name in ["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "JOURNAL_STREAM", "WATCHDOG_USEC"] {
+        for name in ["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "JOURNAL_STREAM", "WATCHDOG_USEC",
+                     "DBUS_SESSION_BUS_ADDRESS", "DBUS_STARTER_ADDRESS", "DBUS_STARTER_BUS_TYPE"] {
             environment.removeValue(forKey: name)
         }
+        // brokerd serves D-Bus by default, on whatever session bus it finds: never the one of the machine running
+        // the tests. Its user bus would be $XDG_RUNTIME_DIR/bus, which is not in this directory; a test that wants
+        // a bus sets DBUS_SESSION_BUS_ADDRESS in `environment`.
+        environment["XDG_RUNTIME_DIR"] = directory.path + "/run"
         for (key, value) in self.environment { environment[key] = value }
         return try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, logPath: logPath)
     }
