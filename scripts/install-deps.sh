@@ -12,13 +12,14 @@
 #   rpm             rpmbuild for the .rpm, and rpm -qp to list it
 #   man-db          man -l renders the installed man pages (packaging tests)
 #   dbus-daemon     a private session bus for the D-Bus front end's tests (busctl, from systemd, is the client)
+#   python3-dbus    libdbus from Python: a D-Bus client for requests larger than busctl's command line carries
 #   gnome-keyring, libsecret-1-0, libwebkit2gtk-4.1-0, libjavascriptcoregtk-4.1-0, libgtk-3-0, libsoup-3.0-0
 #                   what pymsalruntime's libmsalruntime links, and the Secret Service it keeps its own cache in
 #                   (the real msal-python client of the D-Bus tests)
 # Only what is missing is installed; `apt-get update` runs only then.
 set -euo pipefail
 
-packages=(libsystemd-dev libsqlite3-dev systemd util-linux python3 python3-venv curl openssl make binutils debhelper dpkg-dev lintian rpm man-db dbus-daemon gnome-keyring libsecret-1-0 libwebkit2gtk-4.1-0 libjavascriptcoregtk-4.1-0 libgtk-3-0 libsoup-3.0-0)
+packages=(libsystemd-dev libsqlite3-dev systemd util-linux python3 python3-venv curl openssl make binutils debhelper dpkg-dev lintian rpm man-db dbus-daemon python3-dbus gnome-keyring libsecret-1-0 libwebkit2gtk-4.1-0 libjavascriptcoregtk-4.1-0 libgtk-3-0 libsoup-3.0-0)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
