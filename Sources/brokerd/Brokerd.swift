@@ -109,7 +109,9 @@ struct Brokerd: AsyncParsableCommand {
             SystemdNotifier.status("serving \(status.accounts) account(s) on \(socketPath)")
         }
 
-        let dbus = dbusBroker ?? configuration.dbusBroker ? Self.startDBus(broker: broker, state: dbusState, logger: logger) : nil
+        let serveDBus = dbusBroker ?? configuration.dbusBroker
+        if !serveDBus { logger.info("the D-Bus front end is off (dbus_broker = false or --no-dbus-broker)") }
+        let dbus = serveDBus ? Self.startDBus(broker: broker, state: dbusState, logger: logger) : nil
         let watchdog = startWatchdog(broker: broker, logger: logger)
         let backgroundRefresh: Task<Void, Never>? = configuration.backgroundRefresh ? Task {
             await broker.runBackgroundRefresh(BackgroundRefreshSettings(

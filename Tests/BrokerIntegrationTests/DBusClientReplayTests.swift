@@ -161,6 +161,24 @@ final class DBusClientReplayTests: XCTestCase {
         XCTAssertNil(cookie["cookieContent"])
     }
 
+    /// The flags win over the configuration, both ways.
+    func testTheFlagsOverTheConfiguration() throws {
+        for (config, flag, serves) in [("", "--no-dbus-broker", false), ("dbus_broker = false\n", "--dbus-broker", true)] {
+            let daemon = try Daemon(config: entra.brokerConfig + "\n" + config)
+            daemon.environment = ["DBUS_SESSION_BUS_ADDRESS": bus.address]
+            daemon.extraArguments = [flag]
+            try daemon.start()
+            if serves { try bus.waitForBroker() } else {
+                for _ in 0..<1_000 where !daemon.log.contains("the D-Bus front end is off") { usleep(20_000) }
+                XCTAssertTrue(daemon.log.contains("the D-Bus front end is off"), daemon.log)
+            }
+            let status = try daemon.ctl(["status", "--json"]).stdout
+            XCTAssertEqual(status.contains(#""dbusBroker":"serving"#), serves, "\(flag): \(status)")
+            XCTAssertEqual(try bus.busctl(["status", DBusName.name]).status == 0, serves, flag)
+            daemon.stop()
+        }
+    }
+
     // MARK: Bad input
 
     /// Malformed JSON, wrong types, an unknown method, a wrong signature and huge strings: each a well-formed error

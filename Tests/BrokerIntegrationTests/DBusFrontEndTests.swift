@@ -240,6 +240,8 @@ final class DBusFrontEndTests: XCTestCase {
     /// On by default (the other tests here start brokerd without a flag); `dbus_broker = false` turns it off.
     func testTurnedOffNothingIsServedOnTheBus() throws {
         let daemon = try daemon(dbus: false)
+        for _ in 0..<1_000 where !daemon.log.contains("the D-Bus front end is off") { usleep(20_000) }
+        XCTAssertTrue(daemon.log.contains("the D-Bus front end is off"), "said so, and decided: \(daemon.log)")
         var failure = ""
         XCTAssertNil(try call("getLinuxBrokerVersion", "{}", failure: &failure))
         XCTAssertTrue(failure.contains("com.microsoft.identity.broker1") || !failure.isEmpty, failure)
