@@ -119,6 +119,38 @@ final class MSALPythonReachTests: XCTestCase {
         if kill(pid, 0) == 0 { kill(pid, SIGKILL) }
     }
 
+    // MARK: InteractionRequired
+
+    /// alice is signed in to brokerd, but the IdP has revoked her refresh tokens. A new app's interactive call
+    /// (no prompt) first tries a silent sign-in: brokerd's refresh is refused (invalid_grant), brokerd answers
+    /// InteractionRequired (status 2), and pymsalruntime falls back to acquireTokenInteractively, which signs her in.
+    func testInteractionRequiredFromTheIdPFallsBackToInteractive() throws {
+        let entra = try TestEntra()
+        let bus = try PrivateSessionBus()
+        try bus.startSecretService()
+        let daemon = try Daemon(config: entra.brokerConfig)
+        daemon.environment = ["BROWSER": TestIdP.fakeBrowser, "IDP_BROWSER_LOG": entra.directory.path + "/browser.log",
+                              "DBUS_SESSION_BUS_ADDRESS": bus.address]
+        try daemon.start()
+        try bus.waitForBroker()
+        let login = try entra.signIn(daemon, user: "alice@contoso.example", client: TestEntra.famA)
+        XCTAssertEqual(login.status, 0, login.stderr)
+        try entra.control("/test/revoke-refresh-tokens?username=alice@contoso.example")
+        try entra.control("/test/next-signin?username=alice@contoso.example")
+
+        let steps = report(try runCommand(python, [appScript, entra.http, TestEntra.famB, "interactive|https://graph.microsoft.com/Mail.Read"],
+                                          environment: bus.environment))
+        XCTAssertEqual(steps.first?["token_source"] as? String, "broker", "\(steps) \(daemon.log)")
+        XCTAssertEqual(steps.first?["preferred_username"] as? String, "alice@contoso.example", "\(steps)")
+        let requests = try entra.tokenRequests().map { "\($0["grant_type"] as? String ?? "?") \($0["error"] as? String ?? "ok")" }
+        XCTAssertEqual(requests, ["authorization_code ok", "refresh_token invalid_grant", "authorization_code ok"],
+                       "brokerctl's sign-in, the refused refresh, the fallback's sign-in")
+        let calls = daemon.log.split(separator: "\n").filter { $0.contains("D-Bus request") }
+            .compactMap { $0.split(separator: " ").first { $0.hasPrefix("method=") } }.map(String.init)
+        XCTAssertEqual(calls, ["method=getAccounts", "method=acquireTokenSilently", "method=acquireTokenInteractively"],
+                       daemon.log)
+    }
+
     // MARK: Cancel
 
     /// msal-python's interactive sign-in waits on a browser that never comes back; another client sends
