@@ -15,6 +15,8 @@ MANDIR      ?= $(DATADIR)/man
 DOCDIR      ?= $(DATADIR)/doc/brokerd
 # systemd's user manager reads /usr/lib/systemd/user and /usr/local/lib/systemd/user.
 USERUNITDIR ?= $(PREFIX)/lib/systemd/user
+# The session bus looks for activatable services in $XDG_DATA_DIRS/dbus-1/services (/usr/local/share, /usr/share).
+DBUSSERVICEDIR ?= $(DATADIR)/dbus-1/services
 BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
 # site-functions is in zsh's default $fpath for /usr/local (and on Fedora for /usr); Debian's zsh reads
 # /usr/share/zsh/vendor-completions instead, which the .deb passes.
@@ -79,7 +81,7 @@ dist-files:
 	$(DIST).new/bin/brokerctl --generate-completion-script bash | sed '1{/^#!/d}' > $(DIST).new/completions/brokerctl
 	$(DIST).new/bin/brokerctl --generate-completion-script zsh > $(DIST).new/completions/_brokerctl
 	$(DIST).new/bin/brokerctl --generate-completion-script fish > $(DIST).new/completions/brokerctl.fish
-	cp systemd/brokerd.socket systemd/brokerd.service $(DIST).new/systemd/
+	cp systemd/brokerd.socket systemd/brokerd.service systemd/com.microsoft.identity.broker1.service $(DIST).new/systemd/
 	cp packaging/config.toml.example $(DIST).new/doc/config.toml.example
 	cp packaging/debian/copyright $(DIST).new/doc/copyright
 	cp Makefile $(DIST).new/Makefile
@@ -92,7 +94,7 @@ $(DIST)/bin/brokerd:
 
 install: | $(DIST)/bin/brokerd
 	$(INSTALL) -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man8 $(DESTDIR)$(DOCDIR) \
-	    $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	    $(DESTDIR)$(USERUNITDIR) $(DESTDIR)$(DBUSSERVICEDIR) $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
 	$(INSTALL) -m 0755 $(DIST)/bin/brokerd $(DIST)/bin/brokerctl $(DESTDIR)$(BINDIR)/
 	$(INSTALL) -m 0644 $(DIST)/man/brokerctl.1 $(DESTDIR)$(MANDIR)/man1/brokerctl.1
 	$(INSTALL) -m 0644 $(DIST)/man/brokerd.8 $(DESTDIR)$(MANDIR)/man8/brokerd.8
@@ -106,6 +108,10 @@ install: | $(DIST)/bin/brokerd
 	    > $(DESTDIR)$(USERUNITDIR)/brokerd.service
 	chmod 0644 $(DESTDIR)$(USERUNITDIR)/brokerd.service
 	grep -qx 'ExecStart=$(BINDIR)/brokerd' $(DESTDIR)$(USERUNITDIR)/brokerd.service
+	sed 's|^Exec=/usr/bin/brokerd|Exec=$(BINDIR)/brokerd|' $(DIST)/systemd/com.microsoft.identity.broker1.service \
+	    > $(DESTDIR)$(DBUSSERVICEDIR)/com.microsoft.identity.broker1.service
+	chmod 0644 $(DESTDIR)$(DBUSSERVICEDIR)/com.microsoft.identity.broker1.service
+	grep -qx 'Exec=$(BINDIR)/brokerd' $(DESTDIR)$(DBUSSERVICEDIR)/com.microsoft.identity.broker1.service
 	@echo "Installed. Each user: systemctl --user daemon-reload && systemctl --user enable --now brokerd.socket"
 
 # Enabled sockets of users (~/.config/systemd/user/sockets.target.wants) and their state stay; systemctl
@@ -115,7 +121,8 @@ uninstall:
 	    $(DESTDIR)$(MANDIR)/man1/brokerctl.1 $(DESTDIR)$(MANDIR)/man8/brokerd.8 \
 	    $(DESTDIR)$(BASHCOMPDIR)/brokerctl $(DESTDIR)$(ZSHCOMPDIR)/_brokerctl $(DESTDIR)$(FISHCOMPDIR)/brokerctl.fish \
 	    $(DESTDIR)$(DOCDIR)/config.toml.example $(DESTDIR)$(DOCDIR)/copyright \
-	    $(DESTDIR)$(USERUNITDIR)/brokerd.socket $(DESTDIR)$(USERUNITDIR)/brokerd.service
+	    $(DESTDIR)$(USERUNITDIR)/brokerd.socket $(DESTDIR)$(USERUNITDIR)/brokerd.service \
+	    $(DESTDIR)$(DBUSSERVICEDIR)/com.microsoft.identity.broker1.service
 	-rmdir $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 clean:

@@ -13,6 +13,7 @@
 #   man-db          man -l renders the installed man pages (packaging tests)
 #   chromium, chromium-driver, python3-selenium  the one sign-in in a real browser (RealBrowserTests)
 #   dbus-daemon     a private session bus for the D-Bus front end's tests (busctl, from systemd, is the client)
+#   python3-dbus    libdbus from Python: a D-Bus client for requests larger than busctl's command line carries
 #   gnome-keyring, libsecret-1-0, libwebkit2gtk-4.1-0, libjavascriptcoregtk-4.1-0, libgtk-3-0, libsoup-3.0-0
 #                   what pymsalruntime's libmsalruntime links, and the Secret Service it keeps its own cache in
 #                   (the real msal-python client of the D-Bus tests)
@@ -26,7 +27,7 @@ packages=(
     debhelper dpkg-dev lintian rpm man-db
     chromium chromium-driver python3-selenium
     dbus-daemon gnome-keyring libsecret-1-0 libwebkit2gtk-4.1-0 libjavascriptcoregtk-4.1-0 libgtk-3-0 libsoup-3.0-0
-    python3-gi gir1.2-glib-2.0 libsecret-tools
+    python3-gi gir1.2-glib-2.0 libsecret-tools python3-dbus
 )
 missing=()
 for package in "${packages[@]}"; do

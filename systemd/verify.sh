@@ -1,5 +1,6 @@
 #!/bin/sh
-# verify.sh: check systemd/brokerd.socket and systemd/brokerd.service with `systemd-analyze verify`.
+# verify.sh: check systemd/brokerd.socket and systemd/brokerd.service with `systemd-analyze verify`, and that
+# the D-Bus activation file com.microsoft.identity.broker1.service names the same bus name, unit and binary.
 #
 # Usage: systemd/verify.sh [BROKERD_BINARY]
 #
@@ -61,4 +62,17 @@ if [ "$status" -ne 0 ] || [ -n "$output" ]; then
     echo "verify.sh: systemd-analyze verify failed (exit status $status, ExecStart binary $binary)" >&2
     exit 1
 fi
-echo "verify.sh: brokerd.socket and brokerd.service verify cleanly (--user, ExecStart binary $binary)"
+
+# systemd-analyze does not read D-Bus service files: the bus would activate a name the unit does not own, or
+# another unit, without any warning. Compare them line by line.
+activation=$here/com.microsoft.identity.broker1.service
+bus_name=$(sed -n 's/^BusName=//p' "$here/brokerd.service")
+exec_start=$(sed -n 's/^ExecStart=[-@:+!]*\([^[:space:]]*\).*/\1/p' "$here/brokerd.service")
+for line in "[D-BUS Service]" "Name=$bus_name" "Exec=$exec_start" "SystemdService=brokerd.service"; do
+    if [ -z "$bus_name" ] || ! grep -qxF "$line" "$activation"; then
+        echo "verify.sh: $activation lacks '$line' (brokerd.service: BusName=$bus_name, ExecStart=$exec_start)" >&2
+        exit 1
+    fi
+done
+echo "verify.sh: brokerd.socket and brokerd.service verify cleanly (--user, ExecStart binary $binary);" \
+    "com.microsoft.identity.broker1.service activates brokerd.service as $bus_name"

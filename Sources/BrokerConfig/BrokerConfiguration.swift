@@ -58,8 +58,8 @@ public struct BrokerConfiguration: Sendable, Equatable {
     public var clientCapabilities: [String] = []
     /// Renew recently used access tokens before they expire, and keep idle refresh tokens alive.
     public var backgroundRefresh = true
-    /// Serve com.microsoft.identity.broker1 on the D-Bus session bus. Off until that front end is complete (issue #12).
-    public var dbusBroker = false
+    /// Serve com.microsoft.identity.broker1 on the D-Bus session bus, whenever one is reachable.
+    public var dbusBroker = true
     /// How D-Bus callers sign in: `auto` (the browser when brokerd can start one, else a device code), `browser` or
     /// `device-code`.
     public var dbusSignIn = "auto"

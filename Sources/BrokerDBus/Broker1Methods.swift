@@ -37,8 +37,17 @@ public struct Broker1Methods: Sendable {
     }
 
     public func answer(method: String, correlationId: String, request: String, caller: Caller) async -> String {
+        let params: JSONObject
+        switch Broker1Requests.validated(method: method, correlationId: correlationId, request: request) {
+        case .success(let object): params = object
+        case .failure(let problem):
+            logger.notice("D-Bus request refused", metadata: [
+                "method": "\(method)", "reason": "\(problem.reason)", "client_pid": "\(caller.pid)",
+                "client_exe": "\(caller.executable ?? "?")",
+            ])
+            return JSONWriter().string(Self.tokenError(status: .apiContractViolation, tag: 0x6272_0006, context: problem.reason))
+        }
         await broker.loaded()
-        let params = (try? JSONReader.parse(request))?.objectValue ?? JSONObject()
         let response: JSONValue
         switch method {
         case "getLinuxBrokerVersion":

@@ -40,9 +40,9 @@ struct Brokerd: AsyncParsableCommand {
             help: "trace, debug, info, notice, warning, error or critical (default: the config's, else info).")
     var logLevel: Logger.Level?
 
-    @Flag(name: .customLong("dbus-broker"),
-          help: "Also serve com.microsoft.identity.broker1 on the D-Bus session bus, as dbus_broker = true does (incomplete: see the README).")
-    var dbusBroker = false
+    @Flag(name: .customLong("dbus-broker"), inversion: .prefixedNo,
+          help: "Serve com.microsoft.identity.broker1 on the D-Bus session bus, or not (default: the config's dbus_broker, else on).")
+    var dbusBroker: Bool?
 
     func run() async throws {
         ProcessHardening.makeNonDumpable()
@@ -119,7 +119,9 @@ struct Brokerd: AsyncParsableCommand {
             SystemdNotifier.status("serving \(status.accounts) account(s) on \(socketPath)")
         }
 
-        let dbus = dbusBroker || configuration.dbusBroker ? Self.startDBus(
+        let serveDBus = dbusBroker ?? configuration.dbusBroker
+        if !serveDBus { logger.info("the D-Bus front end is off (dbus_broker = false or --no-dbus-broker)") }
+        let dbus = serveDBus ? Self.startDBus(
             broker: broker, state: dbusState, signIn: DBusSignIn(rawValue: configuration.dbusSignIn) ?? .auto, logger: logger) : nil
         let watchdog = startWatchdog(broker: broker, logger: logger)
         let backgroundRefresh: Task<Void, Never>? = configuration.backgroundRefresh ? Task {

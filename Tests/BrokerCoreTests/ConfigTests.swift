@@ -45,11 +45,12 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(config.writeDelayMilliseconds, 0)
         XCTAssertNil(config.logLevel)
         XCTAssertEqual(config.profiles, [:])
-        XCTAssertFalse(config.dbusBroker, "the D-Bus front end is off until it is complete")
+        XCTAssertTrue(config.dbusBroker, "the D-Bus front end is on by default (issue #12)")
     }
 
     func testDBusBroker() throws {
         XCTAssertTrue(try BrokerConfiguration.parse("dbus_broker = true").dbusBroker)
+        XCTAssertFalse(try BrokerConfiguration.parse("dbus_broker = false").dbusBroker)
         XCTAssertThrowsError(try BrokerConfiguration.parse("dbus_broker = \"yes\""))
     }
 

@@ -24,9 +24,8 @@ final class DBusFrontEndTests: XCTestCase {
     }
 
     private func daemon(dbus: Bool = true) throws -> Daemon {
-        let daemon = try Daemon(config: "background_refresh = false\nallow_root = true\n")
+        let daemon = try Daemon(config: "background_refresh = false\nallow_root = true\n" + (dbus ? "" : "dbus_broker = false\n"))
         daemon.environment["DBUS_SESSION_BUS_ADDRESS"] = busAddress
-        if dbus { daemon.extraArguments = ["--dbus-broker"] }
         try daemon.start()
         return daemon
     }
@@ -238,8 +237,11 @@ final class DBusFrontEndTests: XCTestCase {
         XCTAssertEqual(try second.ctl(["status"]).status, 0)
     }
 
-    func testWithoutTheFlagNothingIsServedOnTheBus() throws {
+    /// On by default (the other tests here start brokerd without a flag); `dbus_broker = false` turns it off.
+    func testTurnedOffNothingIsServedOnTheBus() throws {
         let daemon = try daemon(dbus: false)
+        for _ in 0..<1_000 where !daemon.log.contains("the D-Bus front end is off") { usleep(20_000) }
+        XCTAssertTrue(daemon.log.contains("the D-Bus front end is off"), "said so, and decided: \(daemon.log)")
         var failure = ""
         XCTAssertNil(try call("getLinuxBrokerVersion", "{}", failure: &failure))
         XCTAssertTrue(failure.contains("com.microsoft.identity.broker1") || !failure.isEmpty, failure)

@@ -19,10 +19,12 @@ final class PackagingTests: XCTestCase {
         "libc.so.6", "libm.so.6", "ld-linux-x86-64.so.2", "libstdc++.so.6", "libgcc_s.so.1", "libsystemd.so.0",
         "libsqlite3.so.0", "libz.so.1",
     ]
-    /// Packages the .deb may depend on: those libraries' packages, and init-system-helpers for the maintainer
-    /// scripts that enable the user socket (deb-systemd-helper --user).
+    /// Packages the .deb may depend on: those libraries' packages, init-system-helpers for the maintainer
+    /// scripts that enable the user socket (deb-systemd-helper --user), and dbus-user-session for the user
+    /// manager's dbus.socket that brokerd.service's BusName= requires.
     static let allowedDependencies: Set<String> = [
         "libc6", "libstdc++6", "libgcc-s1", "libsystemd0", "libsqlite3-0", "zlib1g", "init-system-helpers",
+        "dbus-user-session",
     ]
     /// Lintian warnings that are kept on purpose; each is explained in the README ("Installing from packages").
     static let acceptedLintianWarnings: Set<String> = ["initial-upload-closes-no-bugs"]
@@ -56,6 +58,7 @@ final class PackagingTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: "/etc/systemd/user/default.target.wants/brokerd.service"))
 
         try checkInstalledUnitsVerify()
+        try checkDBusActivationFile(prefix: "/usr")
         try checkManPagesRender()
         try checkCompletions()
 
@@ -98,6 +101,16 @@ final class PackagingTests: XCTestCase {
                                      "/usr/lib/systemd/user/brokerd.service"], environment: environment)
         XCTAssertEqual(verify.status, 0, verify.stdout + verify.stderr)
         XCTAssertEqual(verify.stdout + verify.stderr, "", "systemd-analyze verify printed warnings")
+    }
+
+    /// The session bus finds brokerd by name in dbus-1/services, and starts it as brokerd.service (or runs Exec=).
+    private func checkDBusActivationFile(prefix: String, root: String = "") throws {
+        let path = root + prefix + "/share/dbus-1/services/com.microsoft.identity.broker1.service"
+        let file = try String(contentsOfFile: path, encoding: .utf8)
+        for line in ["[D-BUS Service]", "Name=com.microsoft.identity.broker1", "Exec=\(prefix)/bin/brokerd",
+                     "SystemdService=brokerd.service"] {
+            XCTAssertTrue(file.split(separator: "\n").contains(Substring(line)), "\(path) lacks \(line): \(file)")
+        }
     }
 
     private func checkManPagesRender() throws {
@@ -343,6 +356,7 @@ final class PackagingTests: XCTestCase {
         let service = try String(contentsOfFile: destination.path + "/usr/local/lib/systemd/user/brokerd.service",
                                  encoding: .utf8)
         XCTAssertTrue(service.contains("\nExecStart=/usr/local/bin/brokerd\n"), service)
+        try checkDBusActivationFile(prefix: "/usr/local", root: destination.path)
         let binary = try Data(contentsOf: URL(fileURLWithPath: destination.path + "/usr/local/bin/brokerd"))
         XCTAssertEqual(binary, try Data(contentsOf: URL(fileURLWithPath: dist + "/bin/brokerd")))
 
@@ -368,6 +382,7 @@ enum Packages {
     static let expectedDebFiles: Set<String> = [
         "/usr/bin/brokerd", "/usr/bin/brokerctl",
         "/usr/lib/systemd/user/brokerd.socket", "/usr/lib/systemd/user/brokerd.service",
+        "/usr/share/dbus-1/services/com.microsoft.identity.broker1.service",
         "/usr/share/man/man8/brokerd.8.gz", "/usr/share/man/man1/brokerctl.1.gz",
         "/usr/share/bash-completion/completions/brokerctl", "/usr/share/zsh/vendor-completions/_brokerctl",
         "/usr/share/fish/vendor_completions.d/brokerctl.fish",

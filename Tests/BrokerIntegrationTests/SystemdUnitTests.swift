@@ -29,5 +29,24 @@ final class SystemdUnitTests: XCTestCase {
             XCTAssertTrue(service.contains("\n" + line + "\n"), "brokerd.service lacks \(line)")
         }
         XCTAssertTrue(service.contains("\nWatchdogSec="), "brokerd.service lacks WatchdogSec=")
+        XCTAssertTrue(service.contains("\nBusName=com.microsoft.identity.broker1\n"), "brokerd.service lacks BusName=")
+        XCTAssertTrue(service.contains("\nRequires=brokerd.socket\n"),
+                      "D-Bus activation starts brokerd.service alone: it must bring up the socket it serves")
+    }
+
+    /// The session bus's activation file: the name brokerd owns, started as brokerd.service (a bus under systemd)
+    /// or by Exec= (any other bus). verify.sh compares it with the unit; this says the check ran and passed.
+    func testDBusActivationFileStartsTheUnit() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let file = try String(contentsOfFile: root.path + "/systemd/com.microsoft.identity.broker1.service", encoding: .utf8)
+        let lines = file.split(separator: "\n").map(String.init)
+        for line in ["[D-BUS Service]", "Name=com.microsoft.identity.broker1", "Exec=/usr/bin/brokerd",
+                     "SystemdService=brokerd.service"] {
+            XCTAssertTrue(lines.contains(line), "the activation file lacks \(line)")
+        }
+        let verify = try runCommand("/bin/sh", [root.path + "/systemd/verify.sh", "/bin/true"])
+        XCTAssertTrue(verify.stdout.contains("activates brokerd.service as com.microsoft.identity.broker1"),
+                      verify.stdout + verify.stderr)
     }
 }

@@ -80,12 +80,15 @@ final class Daemon {
                 prefix: [String] = []) throws -> ChildProcess {
         let command = prefix + [executable] + (extra ?? arguments)
         var environment = ProcessInfo.processInfo.environment
-        for name in ["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "JOURNAL_STREAM", "WATCHDOG_USEC"] {
+        for name in ["NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "JOURNAL_STREAM", "WATCHDOG_USEC",
+                     "DBUS_SESSION_BUS_ADDRESS", "DBUS_STARTER_ADDRESS", "DBUS_STARTER_BUS_TYPE"] {
             environment.removeValue(forKey: name)
         }
-        // The key store (`auto`) and the D-Bus front end look at the session bus: never the test machine's. A test
-        // that wants one sets its private bus's address.
+        // The key store (`auto`) and the D-Bus front end (on by default) look at the session bus: never the one of the
+        // machine running the tests. Neither the address nor the user bus ($XDG_RUNTIME_DIR/bus) exists here; a test
+        // that wants a bus sets its private bus's DBUS_SESSION_BUS_ADDRESS in `environment`.
         environment["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=\(directory.path)/no-session-bus"
+        environment["XDG_RUNTIME_DIR"] = directory.path + "/run"
         for (key, value) in self.environment { environment[key] = value }
         return try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, logPath: logPath)
     }

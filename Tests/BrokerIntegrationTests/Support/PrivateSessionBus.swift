@@ -8,18 +8,49 @@ final class PrivateSessionBus {
     let address: String
     private var processes: [ChildProcess] = []
 
-    init() throws {
+    /// `configuration` (given the bus's socket path) replaces the standard session configuration: see
+    /// `sessionConfiguration`. The bus logs to `log` (activations among them).
+    init(configuration: ((_ socketPath: String) -> String)? = nil) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon") else {
             throw XCTSkip("dbus-daemon is not installed (apt-get install dbus-daemon)")
         }
         let path = directory.path + "/bus"
         address = "unix:path=\(path)"
         // Services it activates (gnome-keyring for org.freedesktop.secrets) get the bus's HOME and runtime directory.
-        processes.append(try ChildProcess("/usr/bin/dbus-daemon", ["--session", "--address=\(address)", "--nofork", "--nopidfile"],
+        var arguments = ["--session", "--address=\(address)"]
+        if let configuration {
+            let file = directory.path + "/bus.conf"
+            try configuration(path).write(toFile: file, atomically: true, encoding: .utf8)
+            arguments = ["--config-file=\(file)"]
+        }
+        processes.append(try ChildProcess("/usr/bin/dbus-daemon", arguments + ["--nofork", "--nopidfile"],
                                           environment: environment, logPath: directory.path + "/dbus.log"))
         for _ in 0..<500 where !FileManager.default.fileExists(atPath: path) { usleep(10_000) }
         guard FileManager.default.fileExists(atPath: path) else { throw XCTSkip("the private session bus did not start") }
     }
+
+    /// A session bus listening on `socketPath`, with activatable services only from `serviceDirectory` (none of the
+    /// machine's) and, with `anyUser`, open to connections of every uid (the default lets only the bus's own uid in).
+    static func sessionConfiguration(socketPath: String, serviceDirectory: String? = nil, anyUser: Bool = false) -> String {
+        """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>session</type>
+          <listen>unix:path=\(socketPath)</listen>
+          \(serviceDirectory.map { "<servicedir>\($0)</servicedir>" } ?? "")
+          <auth>EXTERNAL</auth>
+          <policy context="default">
+            <allow send_destination="*" eavesdrop="true"/>
+            <allow eavesdrop="true"/>
+            <allow own="*"/>
+            \(anyUser ? #"<allow user="*"/>"# : "")
+          </policy>
+        </busconfig>
+        """
+    }
+
+    var log: String { (try? String(contentsOfFile: directory.path + "/dbus.log", encoding: .utf8)) ?? "" }
 
     deinit {
         for process in processes.reversed() where process.isRunning {
@@ -57,4 +88,36 @@ final class PrivateSessionBus {
     func busctl(_ arguments: [String]) throws -> CommandResult {
         try runCommand("/usr/bin/busctl", ["--address=\(address)"] + arguments)
     }
+}
+
+extension PrivateSessionBus {
+    /// One method of com.microsoft.identity.Broker1 through busctl (`prefix` runs it, e.g. setpriv as another uid):
+    /// the reply's JSON object, or nil when the call failed (busctl's message is in `result.stderr`).
+    func broker1(_ method: String, _ request: String, correlationId: String = "9d0c7e4e-5f44-4b0e-9a39-3c1b1fd1a7c2",
+                 signature: String = "sss", prefix: [String] = []) throws -> (answer: [String: Any]?, result: CommandResult) {
+        let command = prefix + ["/usr/bin/busctl", "--address=\(address)", "--json=short", "call", DBusName.name,
+                                DBusName.path, DBusName.interface, method, signature]
+            + (signature == "sss" ? ["0.0", correlationId, request] : [request])
+        let result = try runCommand(command[0], Array(command.dropFirst()))
+        guard result.status == 0,
+              let reply = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any],
+              let text = (reply["data"] as? [String])?.first else { return (nil, result) }
+        return ((try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any], result)
+    }
+
+    /// Waits until someone owns com.microsoft.identity.broker1 on this bus (brokerd takes it after its socket).
+    func waitForBroker(file: StaticString = #filePath, line: UInt = #line) throws {
+        for _ in 0..<1_000 {
+            if try busctl(["status", DBusName.name]).status == 0 { return }
+            usleep(20_000)
+        }
+        XCTFail("nobody took \(DBusName.name) on the private bus", file: file, line: line)
+    }
+}
+
+/// brokerd's address on the bus.
+enum DBusName {
+    static let name = "com.microsoft.identity.broker1"
+    static let path = "/com/microsoft/identity/broker1"
+    static let interface = "com.microsoft.identity.Broker1"
 }

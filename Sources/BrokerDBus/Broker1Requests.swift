@@ -1,0 +1,90 @@
+import BrokerJSON
+
+/// A request argument the front end will not pass on, and why (the text goes to the caller and the log: it names
+/// keys and limits, never a value).
+struct Broker1RequestProblem: Error, Equatable {
+    var reason: String
+}
+
+/// The checks a request passes before it reaches the broker: bad input on the bus gets the same care as on the
+/// socket, a clear error naming the problem instead of a guess (a `clientId` of the wrong type must not read as "all
+/// apps"). Only what a method reads is checked: clients send many keys brokerd ignores (`requestOptions`,
+/// `uxContextHandle`, `onboardingBlob`…), and those stay free.
+enum Broker1Requests {
+    /// The socket API's message limit: a request is a few kilobytes; a megabyte is a bug or an attack.
+    static let maximumRequestBytes = 1 << 20
+    /// A correlation id is a UUID; brokerd echoes it in token answers, so it is bounded too.
+    static let maximumCorrelationIdBytes = 1_024
+
+    /// The request object of `method`, or what is wrong with it.
+    static func validated(method: String, correlationId: String, request: String) -> Result<JSONObject, Broker1RequestProblem> {
+        guard request.utf8.count <= maximumRequestBytes else {
+            return .failure(.init(reason: "the request (argument 3) is larger than \(maximumRequestBytes) bytes"))
+        }
+        guard correlationId.utf8.count <= maximumCorrelationIdBytes else {
+            return .failure(.init(reason: "the correlation id (argument 2) is longer than \(maximumCorrelationIdBytes) bytes"))
+        }
+        // Neither reads its request: pymsalruntime's cancel carries an error object, version requests vary by client.
+        if method == "getLinuxBrokerVersion" || method == "cancelInteractiveFlow" { return .success(JSONObject()) }
+        let parsed: JSONValue
+        do { parsed = try JSONReader.parse(request) } catch {
+            return .failure(.init(reason: "the request (argument 3) is not valid JSON: \(error)"))
+        }
+        guard let params = parsed.objectValue else {
+            return .failure(.init(reason: "the request (argument 3) must be a JSON object"))
+        }
+        let problem: String? = switch method {
+        case "acquireTokenSilently", "acquireTokenInteractively": tokenRequestProblem(params)
+        case "getAccounts": clientIdProblem(params, at: "")
+        case "removeAccount": clientIdProblem(params, at: "") ?? typeProblem(params, "account", .object, at: "")
+        default: nil
+        }
+        return problem.map { .failure(.init(reason: $0)) } ?? .success(params)
+    }
+
+    /// `authParameters` with the keys the token methods read, each of its type when present.
+    private static func tokenRequestProblem(_ params: JSONObject) -> String? {
+        guard let value = params["authParameters"] else { return "authParameters is missing" }
+        guard let auth = value.objectValue else { return "authParameters must be a JSON object" }
+        if let problem = clientIdProblem(auth, at: "authParameters.") { return problem }
+        for key in ["authority", "username", "decodedClaims"] {
+            if let problem = typeProblem(auth, key, .string, at: "authParameters.") { return problem }
+        }
+        if let problem = typeProblem(auth, "account", .object, at: "authParameters.") { return problem }
+        if let account = auth["account"]?.objectValue,
+           let problem = typeProblem(account, "homeAccountId", .string, at: "authParameters.account.") {
+            return problem
+        }
+        if let scopes = auth["requestedScopes"], !isNull(scopes) {
+            guard let list = scopes.arrayValue, list.allSatisfy({ $0.stringValue != nil }) else {
+                return "authParameters.requestedScopes must be an array of strings"
+            }
+        }
+        return nil
+    }
+
+    private static func clientIdProblem(_ object: JSONObject, at path: String) -> String? {
+        guard let value = object["clientId"] else { return "\(path)clientId is missing" }
+        guard let clientId = value.stringValue, !clientId.isEmpty else { return "\(path)clientId must be a non-empty string" }
+        return nil
+    }
+
+    private enum Kind: String {
+        case string, object
+    }
+
+    /// A key that is present must have its type; null stands for absent (clients send `"account": null`).
+    private static func typeProblem(_ object: JSONObject, _ key: String, _ kind: Kind, at path: String) -> String? {
+        guard let value = object[key], !isNull(value) else { return nil }
+        let matches = switch kind {
+        case .string: value.stringValue != nil
+        case .object: value.objectValue != nil
+        }
+        return matches ? nil : "\(path)\(key) must be a JSON \(kind.rawValue)"
+    }
+
+    private static func isNull(_ value: JSONValue) -> Bool {
+        if case .null = value { return true }
+        return false
+    }
+}
