@@ -5,15 +5,6 @@ import XCTest
 
 /// The background refresh and `subscribe`, against the real daemon and the real test IdP.
 final class BackgroundRefreshTests: XCTestCase {
-    private func waitFor(_ what: String, timeout: TimeInterval = 15, _ condition: () throws -> Bool) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if try condition() { return }
-            usleep(100_000)
-        }
-        XCTFail("timed out waiting for \(what)")
-    }
-
     func testUsedTokenIsRenewedBeforeItExpiresAndOnlyOnce() throws {
         // 400 s tokens: outside the 5-minute buffer (served from the cache) but inside renew_ahead (600 s).
         let idp = try TestIdP(environment: ["ACCESS_TOKEN_EXPIRE_SECONDS": "400"])

@@ -30,14 +30,6 @@ final class ClockStepTests: XCTestCase {
 
     private static let minute = 60, hour = 3600, day = 86_400
 
-    private func waitFor(_ what: String, timeout: TimeInterval = 20, _ condition: () throws -> Bool) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if try condition() { return }
-            usleep(100_000)
-        }
-        XCTFail("timed out waiting for \(what)")
-    }
 
     /// An IdP issuing one-hour access tokens and a brokerd checking every second, both on the stepped clock, with
     /// alice signed in to the "mail" profile.

@@ -96,15 +96,6 @@ final class HeadlessSignInTests: XCTestCase {
         ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
     }
 
-    /// Polls (30 s at most) until `condition` holds; fails with `what` when it never does.
-    private func waitFor(_ what: String, file: StaticString = #filePath, line: UInt = #line,
-                         _ condition: () throws -> Bool) rethrows {
-        for _ in 0..<600 {
-            if try condition() { return }
-            usleep(50_000)
-        }
-        XCTFail(what, file: file, line: line)
-    }
 
     private func notifications(_ log: String) -> [[String: Any]] {
         lines(log).compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
