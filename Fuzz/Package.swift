@@ -15,6 +15,8 @@ let targets: [(name: String, dependencies: [Target.Dependency])] = [
     ("fuzz-oauth-responses", ["BrokerJSON", "OAuthParsing"]),
     ("fuzz-id-token", ["BrokerJSON", "OAuthParsing"]),
     ("fuzz-config", ["BrokerConfig"]),
+    // Sources/BrokerDBus/Broker1Requests.swift is linked into the target itself (its types are internal).
+    ("fuzz-dbus-request", ["BrokerJSON"]),
 ]
 
 let package = Package(

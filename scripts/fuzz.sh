@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes brokerd's parsers of outside input with libFuzzer (the Swift toolchain's -sanitize=fuzzer), under
 # AddressSanitizer: the JSON reader and Codable decoders, the JSON-RPC request line, the cache document, the
-# identity provider's token / device-code / discovery / error answers, id_token and client_info, the TOML config.
+# identity provider's token / device-code / discovery / error answers, id_token and client_info, the TOML config,
+# and the D-Bus front end's request checks.
 #
 #   bash scripts/fuzz.sh                   # each target for 1,000,000 executions (a few minutes each)
 #   bash scripts/fuzz.sh --seconds 30      # each target for 30 s (the test suite's short run)
@@ -29,7 +30,7 @@ while (($#)); do
         *) echo "usage: $0 [--seconds N | --runs N] [--only TARGET]..." >&2; exit 2 ;;
     esac
 done
-targets=(json-reader rpc-line cache-document oauth-responses id-token config)
+targets=(json-reader rpc-line cache-document oauth-responses id-token config dbus-request)
 ((${#only[@]})) && targets=("${only[@]}")
 
 echo "fuzz.sh: building ${targets[*]} (release, -sanitize=fuzzer,address) in .build-fuzz"

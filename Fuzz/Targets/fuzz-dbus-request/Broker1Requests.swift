@@ -1,0 +1,1 @@
+../../../Sources/BrokerDBus/Broker1Requests.swift
