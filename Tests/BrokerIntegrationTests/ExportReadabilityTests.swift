@@ -8,9 +8,7 @@ final class ExportReadabilityTests: XCTestCase {
     private let script = TestIdP.root + "/Tests/interop/msal_reads_export.py"
 
     func testMSALPythonReadsTheExportOfADocumentWithUnreadableEntries() throws {
-        guard let msalPython = ProcessInfo.processInfo.environment["BROKERD_MSAL_PYTHON"] else {
-            throw XCTSkip("BROKERD_MSAL_PYTHON is not set (scripts/test.sh makes .build/msal-venv with msal)")
-        }
+        let python = try msalPython()
         let daemon = try Daemon()
         try daemon.start()
         let input = daemon.directory.path + "/input.json", export = daemon.directory.path + "/export.json"
@@ -19,7 +17,7 @@ final class ExportReadabilityTests: XCTestCase {
         XCTAssertEqual(imported.status, 0, imported.stderr)
         XCTAssertEqual(try daemon.ctl(["export", export]).status, 0)
 
-        let read = try runCommand(msalPython, [script, "check", export])
+        let read = try runCommand(python, [script, "check", export])
         XCTAssertEqual(read.status, 0, "msal-python failed on the export:\n\(read.stderr)")
         XCTAssertTrue(read.stdout.contains(#""accounts": ["user@example.com"]"#), read.stdout)
         XCTAssertTrue(read.stdout.contains(#""refresh_errors": ["invalid_grant"]"#), "the refresh path ran: \(read.stdout)")

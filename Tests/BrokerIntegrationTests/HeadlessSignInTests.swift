@@ -15,10 +15,7 @@ final class HeadlessSignInTests: XCTestCase {
     private let alice = "alice@contoso.example"
 
     override func setUpWithError() throws {
-        guard let msalPython = ProcessInfo.processInfo.environment["BROKERD_MSAL_PYTHON"] else {
-            throw XCTSkip("BROKERD_MSAL_PYTHON is not set (scripts/test.sh makes .build/msal-venv with msal and pymsalruntime)")
-        }
-        python = msalPython
+        python = try msalPython()
         bus = try PrivateSessionBus()
         try bus.startSecretService()
     }

@@ -121,3 +121,12 @@ enum DBusName {
     static let path = "/com/microsoft/identity/broker1"
     static let interface = "com.microsoft.identity.Broker1"
 }
+
+/// The real MSAL client's Python: msal and pymsalruntime from PyPI in the venv scripts/test.sh makes
+/// (`$BROKERD_MSAL_PYTHON`). The tests that need it skip, saying why, without it.
+func msalPython() throws -> String {
+    guard let python = ProcessInfo.processInfo.environment["BROKERD_MSAL_PYTHON"] else {
+        throw XCTSkip("BROKERD_MSAL_PYTHON is not set (scripts/test.sh makes .build/msal-venv with msal and pymsalruntime)")
+    }
+    return python
+}
