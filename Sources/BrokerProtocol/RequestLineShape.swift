@@ -1,4 +1,9 @@
 import BrokerJSON
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// Where a request line's `id` value and its `params.correlationId` value lie, found by one pass that follows
 /// JSON's structure (strings, escapes, nesting) without building anything.
@@ -13,12 +18,39 @@ import BrokerJSON
 /// of params written with an escape, a duplicate `id` or `correlationId`, an id or correlation id that is an object
 /// or an array, anything malformed). nil only means "parse it the usual way".
 public struct RequestLineShape: Sendable {
-    /// The line less the two values: hashed a buffer at a time (an answer lookup hashes a whole line).
+    /// The line less the two values. Its hash is worked out once, when the line is scanned, with a cheap
+    /// multiply-and-rotate over 8 bytes at a time: a lookup hashes a whole line, and SipHash over a few hundred bytes
+    /// costs more than the rest of the lookup. (The lines come from the user's own processes, and the memo is small and
+    /// starts again when full, so a weaker hash cannot be used to slow anyone else down.)
     public struct Key: Hashable, Sendable {
         public let bytes: [UInt8]
+        private let digest: UInt64
 
-        public func hash(into hasher: inout Hasher) {
-            bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+        init(bytes: [UInt8]) {
+            self.bytes = bytes
+            digest = bytes.withUnsafeBytes(Self.digest)
+        }
+
+        public func hash(into hasher: inout Hasher) { hasher.combine(digest) }
+
+        public static func == (a: Key, b: Key) -> Bool {
+            a.digest == b.digest && a.bytes.count == b.bytes.count
+                && a.bytes.withUnsafeBytes { x in b.bytes.withUnsafeBytes { y in memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 } }
+        }
+
+        private static func digest(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+            var h: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(bytes.count)
+            var i = 0
+            while i + 8 <= bytes.count {
+                h = (h ^ bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* 0xFF51_AFD7_ED55_8CCD
+                h ^= h >> 29
+                i += 8
+            }
+            while i < bytes.count {
+                h = (h ^ UInt64(bytes[i])) &* 0xC4CE_B9FE_1A85_EC53
+                i += 1
+            }
+            return h ^ (h >> 32)
         }
     }
 
@@ -28,6 +60,8 @@ public struct RequestLineShape: Sendable {
 
     /// The id as `RPCEnvelope` keeps it (its raw JSON text); nil when it is not a string, a number or null.
     public var id: String? {
+        // The usual ids (a small integer, a string without escapes) need no parser.
+        if Self.isPlainInteger(idText) || Self.plainStringContent(idText) != nil { return String(decoding: idText, as: UTF8.self) }
         guard let value = try? JSONReader.parse(idText) else { return nil }
         switch value {
         case .string, .number, .null: return String(decoding: idText, as: UTF8.self)
@@ -38,6 +72,7 @@ public struct RequestLineShape: Sendable {
     /// `.some(nil)` for no correlation id (absent or null), `.some(text)` for a string, nil when it is anything else.
     public var correlationId: String?? {
         guard let text = correlationIdText else { return .some(nil) }
+        if let content = Self.plainStringContent(text) { return .some(String(decoding: content, as: UTF8.self)) }
         switch try? JSONReader.parse(text) {
         case .string(let value)?: return .some(value)
         case .null?: return .some(nil)
@@ -45,13 +80,35 @@ public struct RequestLineShape: Sendable {
         }
     }
 
+    /// "0" or digits without a leading zero, at most 15 of them (so that the parser would read the same number).
+    private static func isPlainInteger(_ text: [UInt8]) -> Bool {
+        guard let first = text.first, text.count <= 15, first != UInt8(ascii: "0") || text.count == 1 else { return false }
+        return text.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+    }
+
+    /// The content of a JSON string written without escapes (the scan has already refused control characters).
+    private static func plainStringContent(_ text: [UInt8]) -> ArraySlice<UInt8>? {
+        guard text.count >= 2, text.first == UInt8(ascii: "\""), text.last == UInt8(ascii: "\"") else { return nil }
+        let content = text[1..<(text.count - 1)]
+        guard !content.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") || $0 < 0x20 }),
+              String(validating: content, as: UTF8.self) != nil
+        else { return nil }
+        return content
+    }
+
     public init?(_ line: [UInt8]) {
-        var scanner = Scanner(line)
-        guard let ranges = scanner.scan() else { return nil }
+        guard let ranges = line.withUnsafeBufferPointer({ buffer -> (id: Range<Int>, correlationId: Range<Int>?)? in
+            var scanner = Scanner(buffer)
+            return scanner.scan()
+        }) else { return nil }
+        var cuts = [ranges.id]
+        if let correlationId = ranges.correlationId {
+            if correlationId.lowerBound < ranges.id.lowerBound { cuts.insert(correlationId, at: 0) } else { cuts.append(correlationId) }
+        }
         var key: [UInt8] = []
         key.reserveCapacity(line.count)
         var cursor = 0
-        for range in [ranges.id, ranges.correlationId].compactMap({ $0 }).sorted(by: { $0.lowerBound < $1.lowerBound }) {
+        for range in cuts {
             key += line[cursor..<range.lowerBound]
             key.append(0)
             cursor = range.upperBound
@@ -62,23 +119,34 @@ public struct RequestLineShape: Sendable {
         correlationIdText = ranges.correlationId.map { Array(line[$0]) }
     }
 
+    /// Walks the line once. Works on the line's buffer and keeps no heap state (this runs for every request, before
+    /// anything else): per open container, two bits say whether it is an object and whether its current member's key
+    /// has been read; the keys themselves matter only at the top level and in params, so only those are kept.
     private struct Scanner {
-        let line: [UInt8]
+        let line: UnsafeBufferPointer<UInt8>
         var i = 0
+        var depth = 0  // open containers
+        var objects: UInt64 = 0, keyed: UInt64 = 0  // bit d - 1: the container at depth d is an object / has its key
+        var topKey: Range<Int>?, paramsKey: Range<Int>?  // the current member's key at depth 1 / in params
+        var id: Range<Int>?, correlationId: Range<Int>?
+        var inParams = false  // params is an object, open at depth 2
+        var sawParams = false
 
-        init(_ line: [UInt8]) { self.line = line }
+        init(_ line: UnsafeBufferPointer<UInt8>) { self.line = line }
 
-        /// One frame per open container: for an object, the key of the member being read (nil while reading a key).
-        private struct Frame {
-            var isObject: Bool
-            var key: ArraySlice<UInt8>?
+        /// Deeper lines are left to the parser (bits of one UInt64 per property).
+        private static let maxDepth = 63
+
+        private func key(_ range: Range<Int>?, is name: StaticString) -> Bool {
+            guard let range, range.count == name.utf8CodeUnitCount else { return false }
+            return memcmp(line.baseAddress! + range.lowerBound, name.utf8Start, range.count) == 0
         }
 
+        private func bit(_ d: Int) -> UInt64 { 1 << UInt64(d - 1) }
+        private var isObject: Bool { objects & bit(depth) != 0 }
+        private var hasKey: Bool { keyed & bit(depth) != 0 }
+
         mutating func scan() -> (id: Range<Int>, correlationId: Range<Int>?)? {
-            var stack: [Frame] = []
-            var id: Range<Int>?, correlationId: Range<Int>?
-            var paramsDepth: Int?  // the stack depth of the params object while it is open
-            var sawParams = false
             skipSpace()
             guard i < line.count, line[i] == UInt8(ascii: "{") else { return nil }
             while true {
@@ -86,58 +154,63 @@ public struct RequestLineShape: Sendable {
                 guard i < line.count else { return nil }
                 let byte = line[i]
                 switch byte {
+                case UInt8(ascii: "\""):
+                    let start = i
+                    guard let (end, plain) = skipString() else { return nil }
+                    if isObject, !hasKey {
+                        keyed |= bit(depth)
+                        if depth == 1 { topKey = (start + 1)..<(end - 1) }
+                        if depth == 2 { paramsKey = (start + 1)..<(end - 1) }
+                        // Keys that matter must be read as written: an escaped one could spell "id".
+                        if !plain, depth == 1 || (depth == 2 && inParams) { return nil }
+                    } else if !noteValue(start: start, end: end) {
+                        return nil
+                    }
+                case UInt8(ascii: ","):
+                    if isObject { keyed &= ~bit(depth) }
+                    i += 1
+                case UInt8(ascii: ":"):
+                    guard isObject, hasKey else { return nil }
+                    i += 1
                 case UInt8(ascii: "{"), UInt8(ascii: "["):
-                    if !stack.isEmpty, !noteValue(stack, start: i, end: nil, &id, &correlationId, paramsDepth) { return nil }
-                    if stack.count == 1, stack[0].key?.elementsEqual("params".utf8) == true {
+                    guard depth < Self.maxDepth, noteValue(start: i, end: nil) else { return nil }
+                    if depth == 1, key(topKey, is: "params") {
                         guard !sawParams else { return nil }  // the parser keeps the last; this would cut the first
                         sawParams = true
-                        if byte == UInt8(ascii: "{") { paramsDepth = 2 }
+                        inParams = byte == UInt8(ascii: "{")
                     }
-                    stack.append(Frame(isObject: byte == UInt8(ascii: "{")))
+                    depth += 1
+                    if byte == UInt8(ascii: "{") { objects |= bit(depth) } else { objects &= ~bit(depth) }
+                    keyed &= ~bit(depth)
+                    if depth == 2 { paramsKey = nil }
                     i += 1
                 case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                    guard let top = stack.popLast(), top.isObject == (byte == UInt8(ascii: "}")) else { return nil }
-                    if paramsDepth == stack.count + 1 { paramsDepth = nil }
+                    guard depth > 0, isObject == (byte == UInt8(ascii: "}")) else { return nil }
+                    if depth == 2 { inParams = false }
+                    depth -= 1
                     i += 1
-                    if stack.isEmpty {
+                    if depth == 0 {
                         skipSpace()
                         guard i == line.count, let id else { return nil }
                         return (id, correlationId)
                     }
-                case UInt8(ascii: ","):
-                    if stack[stack.count - 1].isObject { stack[stack.count - 1].key = nil }
-                    i += 1
-                case UInt8(ascii: ":"):
-                    guard stack[stack.count - 1].isObject, stack[stack.count - 1].key != nil else { return nil }
-                    i += 1
-                case UInt8(ascii: "\""):
-                    let start = i
-                    guard let (end, plain) = skipString() else { return nil }
-                    if stack[stack.count - 1].isObject, stack[stack.count - 1].key == nil {
-                        stack[stack.count - 1].key = line[(start + 1)..<(end - 1)]
-                        // Keys that matter must be read as written: an escaped one could spell "id".
-                        if !plain, stack.count == 1 || stack.count == paramsDepth { return nil }
-                    } else if !noteValue(stack, start: start, end: end, &id, &correlationId, paramsDepth) {
-                        return nil
-                    }
                 default:
                     let start = i
                     while i < line.count, !Self.ends(line[i]) { i += 1 }
-                    guard i > start, noteValue(stack, start: start, end: i, &id, &correlationId, paramsDepth) else { return nil }
+                    guard i > start, noteValue(start: start, end: i) else { return nil }
                 }
             }
         }
 
         /// Records a value's range when it is the top level's id or params' correlationId. `end` nil: a container,
         /// which neither may be. False: the line is not one this shape can stand for.
-        private func noteValue(_ stack: [Frame], start: Int, end: Int?, _ id: inout Range<Int>?,
-                               _ correlationId: inout Range<Int>?, _ paramsDepth: Int?) -> Bool {
-            guard let frame = stack.last, frame.isObject else { return true }
-            guard let key = frame.key else { return false }  // a value where a key belongs
-            if stack.count == 1, key.elementsEqual("id".utf8) {
+        private mutating func noteValue(start: Int, end: Int?) -> Bool {
+            guard depth > 0, isObject else { return true }
+            guard hasKey else { return false }  // a value where a key belongs
+            if depth == 1, key(topKey, is: "id") {
                 guard id == nil, let end else { return false }
                 id = start..<end
-            } else if stack.count == paramsDepth, key.elementsEqual("correlationId".utf8) {
+            } else if depth == 2, inParams, key(paramsKey, is: "correlationId") {
                 guard correlationId == nil, let end else { return false }
                 correlationId = start..<end
             }
@@ -145,24 +218,41 @@ public struct RequestLineShape: Sendable {
         }
 
         /// Past a string that starts at `i`: the index after its closing quote, and whether it had no escape.
+        /// Most of a line is string content, so it is skipped 8 bytes at a time while none of them is a quote, a
+        /// backslash or a control character.
         private mutating func skipString() -> (end: Int, plain: Bool)? {
-            var plain = true
-            i += 1
-            while i < line.count {
-                switch line[i] {
-                case UInt8(ascii: "\""):
-                    i += 1
+            let bytes = UnsafeRawPointer(line.baseAddress!), count = line.count
+            var j = i + 1, plain = true
+            while j < count {
+                if j + 8 <= count, !Self.anySpecial(bytes.loadUnaligned(fromByteOffset: j, as: UInt64.self)) {
+                    j += 8
+                    continue
+                }
+                let byte = line[j]
+                if byte == UInt8(ascii: "\"") {
+                    i = j + 1
                     return (i, plain)
-                case UInt8(ascii: "\\"):
+                }
+                if byte == UInt8(ascii: "\\") {
                     plain = false
-                    i += 2
-                case 0..<0x20:
-                    return nil
-                default:
-                    i += 1
+                    j += 2
+                } else if byte < 0x20 {
+                    return nil  // a control character
+                } else {
+                    j += 1
                 }
             }
             return nil
+        }
+
+        /// Whether any of 8 bytes is a quote, a backslash or below 0x20 (the classic has-zero-byte test, applied to
+        /// the word xor each byte, and to the word less 0x20 for the control characters). A false "yes" only sends
+        /// the bytes through the careful loop; a "no" is exact.
+        private static func anySpecial(_ word: UInt64) -> Bool {
+            let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+            func hasZero(_ x: UInt64) -> Bool { (x &- ones) & ~x & highs != 0 }
+            let below20 = (word &- ones &* 0x20) & ~word & highs != 0
+            return below20 || hasZero(word ^ (ones &* 0x22)) || hasZero(word ^ (ones &* 0x5C))
         }
 
         private mutating func skipSpace() {

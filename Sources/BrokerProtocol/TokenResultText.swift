@@ -37,13 +37,40 @@ public struct TokenResultText: Sendable {
     /// written in one buffer.
     public func answerLine(id: String, correlationId: String?) -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(head.count + tail.count + (correlationId?.utf8.count ?? 0) + id.utf8.count + 60)
-        out += #"{"jsonrpc":"2.0","id":"#.utf8
-        out += id.utf8
-        out += #","result":"#.utf8
-        write(correlationId: correlationId, into: &out)
-        out.append(UInt8(ascii: "}"))
+        out.reserveCapacity(answerLineCapacity(id: id, correlationId: correlationId))
+        writeAnswerLine(id: id, correlationId: correlationId) { out += $0 }
         return out
+    }
+
+    /// At least the length of the answer line with its newline (a correlation id's escapes can make it longer).
+    public func answerLineCapacity(id: String, correlationId: String?) -> Int {
+        head.count + tail.count + (correlationId?.utf8.count ?? 0) + id.utf8.count + 64
+    }
+
+    /// The answer line and its newline, piece by piece, for a caller that writes them straight into its own buffer
+    /// (the connection's output): the answer is copied once.
+    public func writeAnswerLine(id: String, correlationId: String?, newline: Bool = false,
+                                to sink: (UnsafeRawBufferPointer) -> Void) {
+        func put(_ text: StaticString) { sink(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)) }
+        func put(_ bytes: [UInt8]) { bytes.withUnsafeBytes(sink) }
+        put(#"{"jsonrpc":"2.0","id":"#)
+        var id = id
+        id.withUTF8 { sink(UnsafeRawBufferPointer($0)) }
+        put(#","result":"#)
+        put(head)
+        let hasBefore = head.count > 1, hasAfter = tail.count > 1
+        if let correlationId {
+            var member: [UInt8] = []
+            if hasBefore { member.append(UInt8(ascii: ",")) }
+            member += #""correlationId":"#.utf8
+            JSONWriter.writeWireString(correlationId, into: &member)
+            if hasAfter { member.append(UInt8(ascii: ",")) }
+            put(member)
+        } else if hasBefore && hasAfter {
+            put(",")
+        }
+        put(tail)
+        put(newline ? "}\n" : "}")
     }
 
     private func write(correlationId: String?, into out: inout [UInt8]) {

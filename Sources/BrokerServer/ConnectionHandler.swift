@@ -1,6 +1,11 @@
 import BrokerProtocol
 import Logging
 import NIOCore
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// One client connection: checks the peer before reading a byte, splits input into lines (≤ 1 MiB each),
 /// runs requests concurrently and writes each answer as soon as it is ready (matched by id, any order).
@@ -201,9 +206,10 @@ final class ConnectionHandler: ChannelInboundHandler {
         handlingLines = true
         defer { handlingLines = false }
         var completedLine = false
-        while phase == .serving, mayTakeWork,
-              let newline = pending.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) {
-            let length = newline - pending.readerIndex
+        while phase == .serving, mayTakeWork, let length = pending.withUnsafeReadableBytes({ bytes -> Int? in
+            guard let base = bytes.baseAddress, let found = memchr(base, Int32(UInt8(ascii: "\n")), bytes.count) else { return nil }
+            return base.distance(to: UnsafeRawPointer(found))
+        }) {
             if length > limits.maxMessageBytes { return tooLarge(context) }
             var line = pending.readBytes(length: length)!
             pending.moveReaderIndex(forwardBy: 1)
@@ -419,6 +425,13 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     // MARK: Output
+
+    private func write(_ answer: RememberedAnswer, context: ChannelHandlerContext) {
+        var buffer = context.channel.allocator.buffer(capacity: answer.text.answerLineCapacity(id: answer.id,
+                                                                                               correlationId: answer.correlationId))
+        answer.text.writeAnswerLine(id: answer.id, correlationId: answer.correlationId, newline: true) { buffer.writeBytes($0) }
+        context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+    }
 
     private func write(_ message: [UInt8], context: ChannelHandlerContext) {
         var buffer = context.channel.allocator.buffer(capacity: message.count + 1)

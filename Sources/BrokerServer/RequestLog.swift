@@ -13,6 +13,13 @@ final class RequestLog: Sendable {
         var outcome: String
         var pid: Int32
         var executable: String?
+
+        /// The pid and the method tell requests apart well enough for a table of a few entries, and hashing the
+        /// executable's path on every request would cost more than the rest of the entry.
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(pid)
+            hasher.combine(method.utf8.count)
+        }
     }
 
     private struct Tally {
@@ -42,10 +49,9 @@ final class RequestLog: Sendable {
         let (counted, earlier, scheduleSweep) = state.withLock { state -> (Bool, Tally?, Bool) in
             let schedule = !state.sweepScheduled
             state.sweepScheduled = true
-            if var tally = state.tallies[key], now - tally.opened < window {
-                tally.repeated += 1
-                tally.slowestMicros = max(tally.slowestMicros, micros)
-                state.tallies[key] = tally
+            if let index = state.tallies.index(forKey: key), now - state.tallies.values[index].opened < window {
+                state.tallies.values[index].repeated += 1
+                state.tallies.values[index].slowestMicros = max(state.tallies.values[index].slowestMicros, micros)
                 return (true, nil, schedule)
             }
             let earlier = state.tallies.updateValue(Tally(opened: now), forKey: key)

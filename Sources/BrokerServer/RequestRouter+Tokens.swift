@@ -19,10 +19,9 @@ extension RequestRouter {
 
     /// The answer to a repeated silent request, from `memo`, before the line is parsed: nil when the line is not
     /// one the memo holds (or its answer no longer holds).
-    func rememberedAnswer(_ line: [UInt8], from peer: PeerIdentity) -> [UInt8]? {
-        guard let shape = RequestLineShape(line) else { return nil }
+    func rememberedAnswer(_ line: [UInt8], from peer: PeerIdentity) -> RememberedAnswer? {
         let started = ContinuousClock.now
-        guard let answer = memo.answer(to: shape, broker: broker) else { return nil }
+        guard let shape = RequestLineShape(line), let answer = memo.answer(to: shape, broker: broker) else { return nil }
         log(method: BrokerMethod.acquireTokenSilently.rawValue, from: peer, since: started, outcome: .success([]))
         return answer
     }

@@ -22,18 +22,19 @@ final class SilentAnswerMemo: Sendable {
 
     private let answers = NIOLockedValueBox<[RequestLineShape.Key: Answer]>([:])
 
-    /// The whole answer line for a request the memo holds, while its answer is still the answer; nil otherwise
-    /// (and when the answer went stale, nothing is kept). The line's own id and correlation id go into it.
-    func answer(to shape: RequestLineShape, broker: Broker) -> [UInt8]? {
-        answers.withLockedValue { answers in
-            guard let index = answers.index(forKey: shape.key), let id = shape.id, let correlationId = shape.correlationId
-            else { return nil }
+    /// The answer to a request the memo holds, while its answer is still the answer; nil otherwise (and when the
+    /// answer went stale, nothing is kept). The line's own id and correlation id go into it as it is written.
+    func answer(to shape: RequestLineShape, broker: Broker) -> RememberedAnswer? {
+        guard let id = shape.id, let correlationId = shape.correlationId else { return nil }
+        let text = answers.withLockedValue { answers -> TokenResultText? in
+            guard let index = answers.index(forKey: shape.key) else { return nil }
             guard broker.isStillFresh(&answers.values[index].freshness) else {
                 answers = [:]  // what made this one stale made the rest stale too, or will soon
                 return nil
             }
-            return answers.values[index].text.answerLine(id: id, correlationId: correlationId)
+            return answers.values[index].text
         }
+        return text.map { RememberedAnswer(text: $0, id: id, correlationId: correlationId) }
     }
 
     func remember(_ answer: Answer, for key: RequestLineShape.Key) {
@@ -42,4 +43,11 @@ final class SilentAnswerMemo: Sendable {
             answers[key] = answer
         }
     }
+}
+
+/// A remembered token result with the id and correlation id of the request it now answers.
+struct RememberedAnswer {
+    var text: TokenResultText
+    var id: String
+    var correlationId: String?
 }

@@ -2,7 +2,7 @@ import BrokerJSON
 import BrokerProtocol
 
 /// A request line from any local process: the envelope parser and the line-shape scanner end without a trap on any
-/// bytes; they agree on the id of a valid single request; every answer brokerd would write is valid JSON; and the
+/// bytes; they agree on the id and the correlation id of a valid single request; every answer brokerd would write is valid JSON; and the
 /// params decode (or are refused) as every method's params type.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzRPCLine(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
@@ -16,6 +16,13 @@ public func fuzzRPCLine(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     case .single(let result):
         if case .success(let request) = result, let shape {
             require(shape.id == request.id, "the line shape and the envelope disagree on the id")
+            // The shape reads a plain correlation id itself, without the parser: it must read what the parser reads.
+            if case .some(.some(let text)) = shape.correlationId {
+                guard case .object(let params)? = request.params, case .string(let parsed)? = params["correlationId"] else {
+                    fatalError("the line shape found a correlation id the envelope does not have")
+                }
+                require(text == parsed, "the line shape and the envelope disagree on the correlation id")
+            }
         }
         check(result)
     case .batch(let results):
