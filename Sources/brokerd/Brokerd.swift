@@ -131,6 +131,16 @@ struct Brokerd: AsyncParsableCommand {
                 keepAliveSeconds: Int64(configuration.keepAliveDays) * 86_400,
                 firstBackoffSeconds: Int64(configuration.refreshBackoffSeconds)))
         } : nil
+        // Start-up is over once the cache is loaded and the D-Bus front end has started (just above): what it
+        // mapped of code and read-only data and will not run again goes (StartupPages).
+        let settled = Task {
+            await loading.value
+            let released = StartupPages.release()
+            logger.info("released the start-up pages", metadata: [
+                "rss_before_kib": "\(released.residentBefore / 1024)", "rss_after_kib": "\(released.residentAfter / 1024)",
+                "mappings": "\(released.mappings)",
+            ])
+        }
         let statusUpdates = Task {
             await broker.loaded()
             while !Task.isCancelled {
@@ -170,6 +180,7 @@ struct Brokerd: AsyncParsableCommand {
             break
         }
         await loading.value  // the broker's flush needs the whole cache
+        await settled.value
         watchdog?.cancel()
         statusUpdates.cancel()
         backgroundRefresh?.cancel()
