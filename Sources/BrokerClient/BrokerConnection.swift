@@ -45,8 +45,8 @@ public actor BrokerConnection {
     public let socketPath: String
     private let timeoutSeconds: Int
     private let checksProtocolVersion: Bool
-    private var shared: Channel?
-    private var opening: Task<Channel, Error>?
+    private var shared: Opened?
+    private var opening: Task<Opened, Error>?
     private var nextId = 1
 
     /// A notification brokerd sent (`browserUrl`, `deviceCode`, or an event): method and raw params JSON.
@@ -62,15 +62,24 @@ public actor BrokerConnection {
 
     /// `socketPath` nil resolves like brokerd does: `$BROKERD_SOCKET`, else `$XDG_RUNTIME_DIR/brokerd/brokerd.sock`.
     /// With `checkProtocolVersion`, each new connection first asks `getBrokerVersion` and is refused
-    /// (`incompatibleBroker`) unless the major version is this library's.
+    /// (`incompatibleBroker`) unless the major version is this library's. The question goes out as the connection
+    /// opens. A call that only reads (`idempotent`) goes out right behind it, and its answer is returned once the
+    /// version has been found compatible; any other call is sent only then.
     public init(socketPath: String? = nil, timeoutSeconds: Int = 120, checkProtocolVersion: Bool = false) {
         self.socketPath = SocketLocation.resolve(explicit: socketPath)
         self.timeoutSeconds = timeoutSeconds
         self.checksProtocolVersion = checkProtocolVersion
     }
 
+    /// A connection and, when the protocol version is checked, the check under way on it: `getBrokerVersion` is
+    /// sent as the connection opens, and the first call goes out right behind it instead of a round trip later.
+    private struct Opened {
+        var channel: Channel
+        var versionCheck: EventLoopFuture<Void>?
+    }
+
     deinit {
-        shared?.close(promise: nil)
+        shared?.channel.close(promise: nil)
     }
 
     /// Calls `method` with `params` and decodes the result as `Result`.
@@ -104,10 +113,11 @@ public actor BrokerConnection {
                         onNotification: NotificationHandler? = nil, onCancel: CancelRequest? = nil) async throws -> [UInt8] {
         let timeout = TimeAmount.seconds(Int64(timeoutSeconds ?? self.timeoutSeconds))
         if let onNotification {
-            let channel = try await open(onEvent: nil)
-            defer { channel.close(promise: nil) }
+            let opened = try await open(onEvent: nil)
+            defer { opened.channel.close(promise: nil) }
             do {
-                return try await send(method, paramsJSON, on: channel, timeout: timeout, onNotification: onNotification,
+                try await Self.verify(opened.versionCheck, before: true)
+                return try await send(method, paramsJSON, on: opened.channel, timeout: timeout, onNotification: onNotification,
                                       onCancel: onCancel)
             } catch let failure as WireFailure {
                 throw Self.public(failure)
@@ -116,9 +126,19 @@ public actor BrokerConnection {
         var attempt = 0
         while true {
             attempt += 1
-            let channel = try await sharedChannel()
+            let opened = try await sharedChannel()
             do {
-                return try await send(method, paramsJSON, on: channel, timeout: timeout, onNotification: nil)
+                // A call that changes something waits for the version check; a read goes out at once, and its answer
+                // counts only once the check has passed (running it on another brokerd did no harm).
+                let harmless = Self.idempotent.contains(method)
+                if !harmless { try await checked(opened, before: true) }
+                let answer: [UInt8]
+                do { answer = try await send(method, paramsJSON, on: opened.channel, timeout: timeout, onNotification: nil) } catch {
+                    if harmless { try await checked(opened, before: false) }  // a failed check says more
+                    throw error
+                }
+                if harmless { try await checked(opened, before: false) }
+                return answer
             } catch WireFailure.notSent(let why) {
                 if attempt >= 3 { throw BrokerClientError.connection(why) }
             } catch WireFailure.lostAfterSending(let why) {
@@ -135,10 +155,12 @@ public actor BrokerConnection {
     /// does (brokerd stopped): subscribe again to go on.
     public func events(_ names: [String]? = nil) async throws -> AsyncThrowingStream<(method: String, params: [UInt8]), Error> {
         let (stream, continuation) = AsyncThrowingStream<(method: String, params: [UInt8]), Error>.makeStream()
-        let channel = try await open(onEvent: { method, params in continuation.yield((method, params)) },
-                                     onClose: { error in continuation.finish(throwing: error) })
+        let opened = try await open(onEvent: { method, params in continuation.yield((method, params)) },
+                                    onClose: { error in continuation.finish(throwing: error) })
+        let channel = opened.channel
         continuation.onTermination = { _ in channel.close(promise: nil) }
         do {
+            try await Self.verify(opened.versionCheck, before: true)
             _ = try await send(BrokerMethod.subscribe.rawValue, try Self.encode(SubscribeParams(events: names)), on: channel,
                                timeout: .seconds(Int64(timeoutSeconds)), onNotification: nil)
         } catch {
@@ -150,27 +172,46 @@ public actor BrokerConnection {
 
     /// Closes the shared connection (calls in flight on it fail); the next call opens a new one.
     public func disconnect() {
-        shared?.close(promise: nil)
+        shared?.channel.close(promise: nil)
         shared = nil
     }
 
     // MARK: Wire
 
-    private func sharedChannel() async throws -> Channel {
-        if let shared, shared.isActive { return shared }
+    private func sharedChannel() async throws -> Opened {
+        if let shared, shared.channel.isActive { return shared }
         // Calls that arrive while the connection is being opened wait for that one instead of opening their own.
         if let opening { return try await opening.value }
         let task = Task { try await self.open(onEvent: nil) }
         opening = task
         defer { opening = nil }
-        let channel = try await task.value
-        shared?.close(promise: nil)
-        shared = channel
-        return channel
+        let opened = try await task.value
+        shared?.channel.close(promise: nil)
+        shared = opened
+        return opened
+    }
+
+    /// Waits for the shared connection's version check; a connection that fails it is closed and forgotten.
+    private func checked(_ opened: Opened, before sending: Bool) async throws {
+        do { try await Self.verify(opened.versionCheck, before: sending) } catch {
+            opened.channel.close(promise: nil)
+            if shared?.channel === opened.channel { shared = nil }
+            throw error
+        }
+    }
+
+    /// The outcome of a version check. A connection lost before its answer: the call waiting `before` sending was
+    /// never sent.
+    private static func verify(_ check: EventLoopFuture<Void>?, before sending: Bool) async throws {
+        guard let check else { return }
+        do { try await check.get() } catch let failure as WireFailure {
+            guard sending, case .lostAfterSending(let why) = failure else { throw failure }
+            throw WireFailure.notSent(why)
+        }
     }
 
     private func open(onEvent: NotificationHandler?,
-                      onClose: (@Sendable (BrokerClientError) -> Void)? = nil) async throws -> Channel {
+                      onClose: (@Sendable (BrokerClientError) -> Void)? = nil) async throws -> Opened {
         let fd = try UnixSocket.connect(to: socketPath)
         let channel: Channel
         do {
@@ -187,25 +228,22 @@ public actor BrokerConnection {
         } catch {
             throw BrokerClientError.connection("cannot set up the connection: \(error)")
         }
-        if checksProtocolVersion {
-            do {
-                let json = try await send(BrokerMethod.getBrokerVersion.rawValue, try Self.encode(NoParams()), on: channel,
-                                          timeout: .seconds(Int64(timeoutSeconds)), onNotification: nil)
-                let version = try Self.decode(BrokerVersionResult.self, json, .getBrokerVersion).protocolVersion
-                guard Self.major(version) == Self.major(brokerProtocolVersion) else {
-                    throw BrokerClientError.incompatibleBroker(protocolVersion: version)
-                }
-            } catch {
-                channel.close(promise: nil)
-                throw (error as? WireFailure).map(Self.public) ?? error
+        guard checksProtocolVersion else { return Opened(channel: channel, versionCheck: nil) }
+        let (_, answer) = write(BrokerMethod.getBrokerVersion.rawValue, try Self.encode(NoParams()), on: channel,
+                                timeout: .seconds(Int64(timeoutSeconds)), onNotification: nil)
+        let check = answer.futureResult.flatMapThrowing { json in
+            let version = try Self.decode(BrokerVersionResult.self, json, .getBrokerVersion).protocolVersion
+            guard Self.major(version) == Self.major(brokerProtocolVersion) else {
+                throw BrokerClientError.incompatibleBroker(protocolVersion: version)
             }
         }
-        return channel
+        check.whenFailure { _ in channel.close(promise: nil) }
+        return Opened(channel: channel, versionCheck: check)
     }
 
-    private func send(_ method: String, _ paramsJSON: [UInt8], on channel: Channel, timeout: TimeAmount,
-                      onNotification: NotificationHandler?, onCancel: CancelRequest? = nil) async throws -> [UInt8] {
-        try Task.checkCancellation()
+    /// Writes one request; its answer (or why there is none) completes the promise.
+    private func write(_ method: String, _ paramsJSON: [UInt8], on channel: Channel, timeout: TimeAmount,
+                       onNotification: NotificationHandler?) -> (id: Int, answer: EventLoopPromise<[UInt8]>) {
         let id = nextId
         nextId += 1
         let answer = channel.eventLoop.makePromise(of: [UInt8].self)
@@ -214,6 +252,13 @@ public actor BrokerConnection {
         channel.writeAndFlush(call).whenFailure { _ in
             answer.fail(WireFailure.notSent("brokerd closed the connection"))
         }
+        return (id, answer)
+    }
+
+    private func send(_ method: String, _ paramsJSON: [UInt8], on channel: Channel, timeout: TimeAmount,
+                      onNotification: NotificationHandler?, onCancel: CancelRequest? = nil) async throws -> [UInt8] {
+        try Task.checkCancellation()
+        let (id, answer) = write(method, paramsJSON, on: channel, timeout: timeout, onNotification: onNotification)
         return try await withTaskCancellationHandler {
             try await answer.futureResult.get()
         } onCancel: {
