@@ -54,7 +54,12 @@ public struct TokenCache: Sendable {
             state = BrokerState(json: json)
             self.document.otherSections.removeAll { $0.name == BrokerState.sectionName }
         }
+        idTokenClaims.reserveCapacity(document.entries[.idToken]?.count ?? 0)
         for (kind, section) in document.entries {
+            // About one bucket per account in the index of each kind that names accounts.
+            if kind != .appMetadata, !section.isEmpty {
+                index[kind, default: [:]].reserveCapacity(document.entries[.account]?.count ?? 0)
+            }
             for (key, entity) in section { addToIndex(kind, key, entity) }
         }
     }

@@ -1,12 +1,13 @@
 /// base64url (RFC 4648 §5) without padding, as JWTs, PKCE and client_info use it.
 public enum Base64URL {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-    private static let values: [UInt8: UInt8] = {
-        var map: [UInt8: UInt8] = [:]
-        for (index, byte) in alphabet.enumerated() { map[byte] = UInt8(index) }
-        map[UInt8(ascii: "+")] = 62  // plain base64 too: client_info is sometimes padded standard base64
-        map[UInt8(ascii: "/")] = 63
-        return map
+    /// Each byte's value, 0xFF for a byte outside the alphabet.
+    private static let values: [UInt8] = {
+        var table = [UInt8](repeating: 0xFF, count: 256)
+        for (index, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(index) }
+        table[Int(UInt8(ascii: "+"))] = 62  // plain base64 too: client_info is sometimes padded standard base64
+        table[Int(UInt8(ascii: "/"))] = 63
+        return table
     }()
 
     public static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
@@ -28,28 +29,40 @@ public enum Base64URL {
 
     /// Decodes base64url or base64, padded or not; nil for anything else.
     public static func decode(_ text: some StringProtocol) -> [UInt8]? {
-        var sextets: [UInt8] = []
-        var padding = 0
-        for byte in text.utf8 {
+        decode(utf8: text.utf8)
+    }
+
+    /// The same, from the text's UTF-8 bytes.
+    public static func decode<Bytes: Collection<UInt8>>(utf8 text: Bytes) -> [UInt8]? {
+        var out: [UInt8] = []
+        out.reserveCapacity(text.count * 3 / 4)
+        var bits: UInt32 = 0, pending = 0, padding = 0
+        for byte in text {
             if byte == UInt8(ascii: "=") {
                 padding += 1
                 continue
             }
             // Nothing but more padding may follow padding.
-            guard padding == 0, let value = values[byte] else { return nil }
-            sextets.append(value)
+            let value = values[Int(byte)]
+            guard padding == 0, value != 0xFF else { return nil }
+            bits = bits << 6 | UInt32(value)
+            pending += 1
+            if pending == 4 {
+                out.append(UInt8(truncatingIfNeeded: bits >> 16))
+                out.append(UInt8(truncatingIfNeeded: bits >> 8))
+                out.append(UInt8(truncatingIfNeeded: bits))
+                bits = 0
+                pending = 0
+            }
         }
-        if padding > 2 { return nil }
-        if sextets.count % 4 == 1 { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity(sextets.count * 3 / 4)
-        var index = 0
-        while index < sextets.count {
-            let chunk = sextets[index..<min(index + 4, sextets.count)].map { $0 }
-            out.append(chunk[0] << 2 | chunk[1] >> 4)
-            if chunk.count > 2 { out.append(chunk[1] << 4 | chunk[2] >> 2) }
-            if chunk.count > 3 { out.append(chunk[2] << 6 | chunk[3]) }
-            index += 4
+        guard padding <= 2 else { return nil }
+        switch pending {
+        case 1: return nil  // 6 bits are not a byte
+        case 2: out.append(UInt8(truncatingIfNeeded: bits >> 4))
+        case 3:
+            out.append(UInt8(truncatingIfNeeded: bits >> 10))
+            out.append(UInt8(truncatingIfNeeded: bits >> 2))
+        default: break
         }
         return out
     }
@@ -70,9 +83,13 @@ public enum JWTPayload {
     }
 
     public static func claims(of token: String) throws(Failure) -> JSONObject {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3 else { throw .notAJWT }
-        guard let bytes = Base64URL.decode(parts[1]), case .object(let object)? = try? JSONReader.parse(bytes) else {
+        let utf8 = token.utf8
+        guard let first = utf8.firstIndex(of: UInt8(ascii: ".")),
+              let second = utf8[utf8.index(after: first)...].firstIndex(of: UInt8(ascii: ".")),
+              !utf8[utf8.index(after: second)...].contains(UInt8(ascii: "."))
+        else { throw .notAJWT }
+        guard let bytes = Base64URL.decode(utf8: utf8[utf8.index(after: first)..<second]),
+              case .object(let object)? = try? JSONReader.parse(bytes) else {
             throw .badPayload
         }
         return object

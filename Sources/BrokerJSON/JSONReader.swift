@@ -167,17 +167,24 @@ public struct JSONReader {
     public mutating func readString() throws(JSONReadError) -> String {
         try expect(UInt8(ascii: "\""))
         var output: [UInt8] = []
+        var escaped = false
+        // Bytes of 0x80 and up were seen in the string as written: only then is there UTF-8 to validate (escapes
+        // write valid UTF-8). Most strings are ASCII, and validation is most of what reading one costs.
+        var nonASCII = false
         var runStart = position
         while true {
             guard position < bytes.count else { throw fail("unterminated string") }
             let byte = bytes[position]
             if byte == UInt8(ascii: "\"") {
+                defer { position += 1 }
+                if !escaped, !nonASCII { return String(decoding: bytes[runStart..<position], as: UTF8.self) }
                 output.append(contentsOf: bytes[runStart..<position])
-                position += 1
                 break
             }
             if byte < 0x20 { throw fail("control character in string") }
+            if byte >= 0x80 { nonASCII = true }
             if byte == UInt8(ascii: "\\") {
+                escaped = true
                 output.append(contentsOf: bytes[runStart..<position])
                 position += 1
                 try readEscape(into: &output)
@@ -186,6 +193,7 @@ public struct JSONReader {
             }
             position += 1
         }
+        if !nonASCII { return String(decoding: output, as: UTF8.self) }
         guard let text = String(validating: output, as: UTF8.self) else { throw fail("invalid UTF-8 in string") }
         return text
     }

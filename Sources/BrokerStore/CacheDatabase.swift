@@ -185,6 +185,20 @@ public final class CacheDatabase: @unchecked Sendable {
         try eachRow("SELECT section, key, body, sealed, account FROM entries", body)
     }
 
+    /// Rows per section: what a full load is about to read, so that it can size its tables once (the primary
+    /// key's index answers this without reading a row).
+    public func sectionCounts() throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        do {
+            try connection.withStatement("SELECT section, COUNT(*) FROM entries GROUP BY section") { statement in
+                while try statement.step() { counts[statement.text(0)] = Int(statement.int64(1)) }
+            }
+        } catch let error as SQLiteError {
+            throw Failure.sqlite(error)
+        }
+        return counts
+    }
+
     /// The rows of one account (`StoredRow.account`), as `loadAll` gives them: a lookup in the account index.
     public func rows(ofAccount account: String) throws -> Loaded {
         var rows: [StoredRow] = []

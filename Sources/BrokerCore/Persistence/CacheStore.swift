@@ -105,7 +105,7 @@ public actor CacheStore {
     public func loadAll() throws -> Loaded {
         guard let database else { return Loaded(cache: TokenCache(), problems: []) }
         var problems: [String] = []
-        var assembler = CacheAssembler()
+        var assembler = CacheAssembler(expecting: (try? database.sectionCounts()) ?? [:])
         let unopened = try database.forEachRow { assembler.add($0, problems: &problems) }
         return Loaded(cache: assembler.finish(), problems: problems + unopened)
     }
@@ -222,6 +222,14 @@ struct CacheAssembler {
     private var document = CacheDocument()
     private var state = BrokerState()
     private var uses: [String: TokenUse] = [:]
+
+    /// `counts`: rows per section, to size the tables once instead of growing them row by row.
+    init(expecting counts: [String: Int] = [:]) {
+        for kind in CredentialKind.allCases {
+            if let count = counts[kind.rawValue], count > 0 { document.entries[kind] = Dictionary(minimumCapacity: count) }
+        }
+        if let count = counts[CacheStore.Section.use], count > 0 { uses.reserveCapacity(count) }
+    }
 
     mutating func add(_ row: StoredRow, problems: inout [String]) {
         typealias Section = CacheStore.Section

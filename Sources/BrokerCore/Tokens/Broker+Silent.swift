@@ -325,8 +325,8 @@ extension Broker {
                 response = try await idp.tokens.refresh(secret, clientId: clientId, scopes: Scopes.onTheWire(scopes),
                                                         claims: wireClaims, metadata: metadata)
             } catch {
-                throw await self.refreshFailed((error as? OAuthFailure) ?? .invalidResponse("\(error)"), hid: hid,
-                                               clientId: clientId, rtKey: rtKey, secret: secret, family: family)
+                throw self.refreshFailed((error as? OAuthFailure) ?? .invalidResponse("\(error)"), hid: hid,
+                                         clientId: clientId, rtKey: rtKey, secret: secret, family: family)
             }
             return try await self.refreshSucceeded(response, metadata: metadata, hid: hid, clientId: clientId,
                                                    authority: authority, scopes: scopes, rtKey: rtKey)
