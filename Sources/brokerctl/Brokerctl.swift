@@ -12,8 +12,8 @@ struct Brokerctl: AsyncParsableCommand {
         commandName: "brokerctl",
         abstract: "Control brokerd, the identity broker: accounts, removal, sign-out, cache import and export.",
         discussion: """
-            Exit status: 0 success, 1 the broker refused or failed the request, 2 usage error, \
-            3 brokerd is not running, 4 the account must sign in again (interaction required).
+            Exit status: 0 success, 1 the broker refused or failed the request, 3 brokerd is not running, \
+            4 the account must sign in again (interaction required), 64 usage error.
             """,
         version: brokerVersion,
         subcommands: [Status.self, Accounts.self, Login.self, Token.self, Remove.self, SignOut.self, Import.self, Export.self,

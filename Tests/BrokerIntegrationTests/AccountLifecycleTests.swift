@@ -136,6 +136,19 @@ final class AccountLifecycleTests: XCTestCase {
         XCTAssertTrue(result.stderr.contains("hint:"), result.stderr)
     }
 
+    /// Usage errors exit 64 (EX_USAGE, swift-argument-parser's), as `brokerctl --help` says: an unknown option, and
+    /// a token command that names neither a profile nor a client id.
+    func testBrokerctlUsageErrorsExit64AsItsHelpSays() throws {
+        let help = try runCommand(Binaries.brokerctl, ["--help"])
+        XCTAssertTrue(help.stdout.replacingOccurrences(of: "\n", with: " ").contains("64 usage error"), help.stdout)
+        let unknown = try runCommand(Binaries.brokerctl, ["token", "--bogus"])
+        XCTAssertEqual(unknown.status, 64, unknown.stderr)
+        XCTAssertTrue(unknown.stderr.contains("Unknown option '--bogus'"), unknown.stderr)
+        let incomplete = try runCommand(Binaries.brokerctl, ["token", "--scope", "User.Read", "--socket", "/nonexistent/s.sock"])
+        XCTAssertEqual(incomplete.status, 64, incomplete.stderr)
+        XCTAssertTrue(incomplete.stderr.contains("name a PROFILE or pass --client-id"), incomplete.stderr)
+    }
+
     func testUnknownAccountAndAmbiguousUsernameAreClearErrors() throws {
         let daemon = try Daemon()
         try daemon.start()
