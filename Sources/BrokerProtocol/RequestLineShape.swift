@@ -18,8 +18,8 @@ import Musl
 /// of params written with an escape, a duplicate `id` or `correlationId`, an id or correlation id that is an object
 /// or an array, anything malformed). nil only means "parse it the usual way".
 public struct RequestLineShape: Sendable {
-    /// The line less the two values. Its hash is worked out once, when the line is scanned, with a cheap
-    /// multiply-and-rotate over 8 bytes at a time: a lookup hashes a whole line, and SipHash over a few hundred bytes
+    /// The line less the two values. Its hash is worked out once, when the key is made, with a cheap
+    /// multiply-and-shift over 8 bytes at a time: a lookup hashes a whole line, and SipHash over a few hundred bytes
     /// costs more than the rest of the lookup. (The lines come from the user's own processes, and the memo is small and
     /// starts again when full, so a weaker hash cannot be used to slow anyone else down.)
     public struct Key: Hashable, Sendable {
@@ -34,8 +34,10 @@ public struct RequestLineShape: Sendable {
         public func hash(into hasher: inout Hasher) { hasher.combine(digest) }
 
         public static func == (a: Key, b: Key) -> Bool {
-            a.digest == b.digest && a.bytes.count == b.bytes.count
-                && a.bytes.withUnsafeBytes { x in b.bytes.withUnsafeBytes { y in memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 } }
+            guard a.digest == b.digest, a.bytes.count == b.bytes.count else { return false }
+            return a.bytes.withUnsafeBytes { x in
+                b.bytes.withUnsafeBytes { y in x.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
+            }
         }
 
         private static func digest(_ bytes: UnsafeRawBufferPointer) -> UInt64 {

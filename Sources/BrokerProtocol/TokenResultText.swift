@@ -42,7 +42,7 @@ public struct TokenResultText: Sendable {
         return out
     }
 
-    /// At least the length of the answer line with its newline (a correlation id's escapes can make it longer).
+    /// Room for the answer line and its newline (a correlation id with escapes may need more: the buffer grows).
     public func answerLineCapacity(id: String, correlationId: String?) -> Int {
         head.count + tail.count + (correlationId?.utf8.count ?? 0) + id.utf8.count + 64
     }

@@ -14,11 +14,11 @@ final class RequestLog: Sendable {
         var pid: Int32
         var executable: String?
 
-        /// The pid and the method tell requests apart well enough for a table of a few entries, and hashing the
-        /// executable's path on every request would cost more than the rest of the entry.
+        /// The pid and the method tell requests apart well enough for a table of a few entries; the executable's
+        /// path (as long as the rest together) and the outcome are left to ==.
         func hash(into hasher: inout Hasher) {
             hasher.combine(pid)
-            hasher.combine(method.utf8.count)
+            hasher.combine(method)
         }
     }
 
