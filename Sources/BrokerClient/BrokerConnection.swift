@@ -45,7 +45,11 @@ public actor BrokerConnection {
     public let socketPath: String
     private let timeoutSeconds: Int
     private let checksProtocolVersion: Bool
+    private let blockingCalls: Bool
     private var shared: Opened?
+    /// With `blockingCalls`: the connection, and the id of a `getBrokerVersion` whose answer has not been read yet.
+    private var line: BlockingLine?
+    private var unreadVersionCheck: Int?
     private var opening: Task<Opened, Error>?
     private var nextId = 1
 
@@ -65,10 +69,17 @@ public actor BrokerConnection {
     /// (`incompatibleBroker`) unless the major version is this library's. The question goes out as the connection
     /// opens. A call that only reads (`idempotent`) goes out right behind it, and its answer is returned once the
     /// version has been found compatible; any other call is sent only then.
-    public init(socketPath: String? = nil, timeoutSeconds: Int = 120, checkProtocolVersion: Bool = false) {
+    ///
+    /// `blockingCalls`: calls without notifications are made with plain blocking system calls on the calling thread,
+    /// and no SwiftNIO thread is started for them. For short-lived command-line tools that make a call or two and
+    /// exit (`brokerctl token`), where starting the event loop costs more than the calls. Not for apps: each call
+    /// holds its thread until brokerd answers. Interactive calls and `events` use SwiftNIO either way.
+    public init(socketPath: String? = nil, timeoutSeconds: Int = 120, checkProtocolVersion: Bool = false,
+                blockingCalls: Bool = false) {
         self.socketPath = SocketLocation.resolve(explicit: socketPath)
         self.timeoutSeconds = timeoutSeconds
         self.checksProtocolVersion = checkProtocolVersion
+        self.blockingCalls = blockingCalls
     }
 
     /// A connection and, when the protocol version is checked, the check under way on it: `getBrokerVersion` is
@@ -126,8 +137,15 @@ public actor BrokerConnection {
         var attempt = 0
         while true {
             attempt += 1
-            let opened = try await sharedChannel()
             do {
+                if blockingCalls {
+                    do { return try blockingCall(method, paramsJSON, timeoutSeconds: timeoutSeconds ?? self.timeoutSeconds) } catch {
+                        line = nil  // a failed call leaves the connection in no known state
+                        unreadVersionCheck = nil
+                        throw error
+                    }
+                }
+                let opened = try await sharedChannel()
                 // A call that changes something waits for the version check; a read goes out at once, and its answer
                 // counts only once the check has passed (running it on another brokerd did no harm).
                 let harmless = Self.idempotent.contains(method)
@@ -174,6 +192,72 @@ public actor BrokerConnection {
     public func disconnect() {
         shared?.channel.close(promise: nil)
         shared = nil
+        line = nil
+        unreadVersionCheck = nil
+    }
+
+    // MARK: Blocking calls
+
+    /// One attempt of a call on the blocking connection (opened, and its version check sent, on first use).
+    private func blockingCall(_ method: String, _ paramsJSON: [UInt8], timeoutSeconds: Int) throws -> [UInt8] {
+        let connection: BlockingLine
+        if let line { connection = line } else {
+            connection = try BlockingLine(socketPath: socketPath)
+            line = connection
+            if checksProtocolVersion {
+                unreadVersionCheck = nextId
+                try send(RPCEnvelope.request(id: nextId, method: BrokerMethod.getBrokerVersion.rawValue,
+                                             paramsJSON: try Self.encode(NoParams())), on: connection)
+                nextId += 1
+            }
+        }
+        // As on SwiftNIO: only a read goes out before the version is known to be compatible.
+        if unreadVersionCheck != nil, !Self.idempotent.contains(method) {
+            do { _ = try readAnswer(to: nil, on: connection, timeoutSeconds: timeoutSeconds) } catch WireFailure.lostAfterSending(let why) {
+                throw WireFailure.notSent(why)  // the call itself was not written
+            }
+        }
+        let id = nextId
+        nextId += 1
+        try send(RPCEnvelope.request(id: id, method: method, paramsJSON: paramsJSON), on: connection)
+        return try readAnswer(to: id, on: connection, timeoutSeconds: timeoutSeconds)
+    }
+
+    private func send(_ request: [UInt8], on connection: BlockingLine) throws {
+        do { try connection.write(request) } catch {
+            // brokerd refuses some connections at once and closes them (another user, too many connections, stopping):
+            // its refusal is then waiting to be read, and says more than the broken pipe.
+            if let waiting = try? connection.readLine(timeoutSeconds: 0),
+               case .connectionRefused(let refusal) = RPCClientHandler.parse(waiting) {
+                throw BrokerClientError.rpc(refusal)
+            }
+            throw error
+        }
+    }
+
+    /// Reads lines until the answer to `id` (nil: only the version check's) has come and the version check has
+    /// passed. Notifications and answers to abandoned ids are skipped.
+    private func readAnswer(to id: Int?, on connection: BlockingLine, timeoutSeconds: Int) throws -> [UInt8] {
+        var answer: Result<[UInt8], Error>?
+        while unreadVersionCheck != nil || (id != nil && answer == nil) {
+            switch RPCClientHandler.parse(try connection.readLine(timeoutSeconds: timeoutSeconds)) {
+            case .answer(let answerId, let outcome) where answerId == unreadVersionCheck:
+                let version = try Self.decode(BrokerVersionResult.self, try outcome.get(), .getBrokerVersion).protocolVersion
+                guard Self.major(version) == Self.major(brokerProtocolVersion) else {
+                    throw BrokerClientError.incompatibleBroker(protocolVersion: version)
+                }
+                unreadVersionCheck = nil
+            case .answer(let answerId, let outcome) where answerId == id:
+                answer = outcome
+            case .answer, .notification:
+                continue
+            case .connectionRefused(let error):
+                throw BrokerClientError.rpc(error)
+            case .invalid(let why):
+                throw BrokerClientError.connection("brokerd sent invalid JSON: \(why)")
+            }
+        }
+        return try answer?.get() ?? []
     }
 
     // MARK: Wire

@@ -62,13 +62,14 @@ public final class PublicClientApplication: Sendable {
     let connection: BrokerConnection
 
     /// `socketPath` nil finds brokerd as brokerctl does: `$BROKERD_SOCKET`, else
-    /// `$XDG_RUNTIME_DIR/brokerd/brokerd.sock`.
+    /// `$XDG_RUNTIME_DIR/brokerd/brokerd.sock`. `blockingCalls` is for command-line tools that make a call or two
+    /// and exit (`BrokerConnection.init`); apps leave it off.
     public init(clientId: String, authority: String? = nil, socketPath: String? = nil,
-                interactiveTimeoutSeconds: Int = 3600) {
+                interactiveTimeoutSeconds: Int = 3600, blockingCalls: Bool = false) {
         self.clientId = clientId
         self.authority = authority
         self.interactiveTimeoutSeconds = interactiveTimeoutSeconds
-        connection = BrokerConnection(socketPath: socketPath, checkProtocolVersion: true)
+        connection = BrokerConnection(socketPath: socketPath, checkProtocolVersion: true, blockingCalls: blockingCalls)
     }
 
     /// Closes the connection to brokerd now rather than when the application is released; a later call reopens it.

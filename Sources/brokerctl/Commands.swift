@@ -4,6 +4,7 @@ import BrokerProtocol
 
 struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "status",
         abstract: "Show the daemon: socket, cache file, key store, accounts, tokens, problems.")
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var output: OutputOptions
@@ -17,6 +18,7 @@ struct Status: AsyncParsableCommand {
 
 struct Accounts: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "accounts",
         abstract: "List accounts, their tenants, and the apps holding tokens for them (never the tokens).")
     @Option(name: .customLong("client-id"), help: "Only accounts this app (client id) can see.")
     var clientId: String?
@@ -34,6 +36,7 @@ struct Accounts: AsyncParsableCommand {
 
 struct Remove: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "remove",
         abstract: "Remove an account from one app: its tokens go and the account is hidden from it; other apps keep single sign-on.")
     @Argument(help: "homeAccountId or username of the account.")
     var account: String
@@ -77,6 +80,7 @@ struct SignOut: AsyncParsableCommand {
 
 struct Import: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "import",
         abstract: "Merge an MSAL token cache (Azure CLI's msal_token_cache.json, msal-python's serialized cache) into the broker.")
     @Argument(help: "The cache file, or - for standard input.")
     var file: String
@@ -111,6 +115,7 @@ struct Import: AsyncParsableCommand {
 
 struct Export: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "export",
         abstract: "Write the broker's cache as an MSAL unified cache document (readable by msal-python, MSAL.NET, Azure CLI).",
         discussion: """
             The file holds refresh tokens in clear text: it is created with mode 0600. brokerd writes it itself (any \
@@ -138,7 +143,8 @@ struct Export: AsyncParsableCommand {
 }
 
 struct Version: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show the versions of brokerctl and of the running brokerd.")
+    static let configuration = CommandConfiguration(
+        commandName: "version", abstract: "Show the versions of brokerctl and of the running brokerd.")
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var output: OutputOptions
 

@@ -53,6 +53,7 @@ struct TokenTarget: ParsableArguments {
 
 struct Login: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "login",
         abstract: "Sign in interactively (system browser, or --device-code for machines without one).")
     @OptionGroup var target: TokenTarget
     @Flag(name: .customLong("device-code"), help: "Sign in with a code on another device (RFC 8628) instead of a local browser.")
@@ -96,6 +97,7 @@ struct Login: AsyncParsableCommand {
 
 struct Token: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "token",
         abstract: "Print an access token (refreshed when needed) on standard output, for scripts.",
         discussion: "Exit status 4 when the account must sign in again: run 'brokerctl login' with the same profile.")
     @OptionGroup var target: TokenTarget
@@ -108,7 +110,7 @@ struct Token: AsyncParsableCommand {
 
     func run() async throws {
         let resolved = try target.resolve()
-        let app = connection.application(clientId: resolved.clientId, authority: resolved.authority)
+        let app = connection.application(clientId: resolved.clientId, authority: resolved.authority, oneShot: true)
         let chosen: BrokerAccount
         if let account {
             let found = try await withBroker { () async throws -> BrokerAccount? in

@@ -8,6 +8,7 @@ import Glibc
 
 struct Watch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "watch",
         abstract: "Print the broker's events as they happen: accounts added and removed, sign-ins required, and "
             + "device-code sign-ins waiting for you (the code and where to enter it) until they end.",
         discussion: "Runs until interrupted or until brokerd stops (exit status 3).")

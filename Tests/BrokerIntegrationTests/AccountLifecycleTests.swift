@@ -134,6 +134,11 @@ final class AccountLifecycleTests: XCTestCase {
         XCTAssertEqual(result.status, 3)
         XCTAssertTrue(result.stderr.contains("brokerd is not running at \(directory.path)/none.sock"), result.stderr)
         XCTAssertTrue(result.stderr.contains("hint:"), result.stderr)
+        // token makes its calls without SwiftNIO (blockingCalls): the same report.
+        let token = try runCommand(Binaries.brokerctl, ["token", "--client-id", "app", "--scope", "User.Read",
+                                                        "--socket", directory.path + "/none.sock"])
+        XCTAssertEqual(token.status, 3)
+        XCTAssertTrue(token.stderr.contains("brokerd is not running at \(directory.path)/none.sock"), token.stderr)
     }
 
     /// Usage errors exit 64 (EX_USAGE, swift-argument-parser's), as `brokerctl --help` says: an unknown option, and

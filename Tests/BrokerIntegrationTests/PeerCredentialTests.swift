@@ -54,7 +54,13 @@ final class PeerCredentialTests: XCTestCase {
 
         let refused = try RawClient(daemon.socket).request("getStatus")
         XCTAssertEqual(refused.errorCode, -32001, "\(refused)")
-        XCTAssertEqual(try daemon.ctl(["status"]).status, 1)
+        let statusRefused = try daemon.ctl(["status"])
+        XCTAssertEqual(statusRefused.status, 1)
+        // token makes its calls without SwiftNIO (blockingCalls), and reports the same refusal.
+        let tokenRefused = try daemon.ctl(["token", "--client-id", "app", "--scope", "User.Read"])
+        XCTAssertEqual(tokenRefused.status, 1)
+        XCTAssertFalse(statusRefused.stderr.isEmpty)
+        XCTAssertEqual(tokenRefused.stderr, statusRefused.stderr)
 
         // The process is not dumpable: the kernel makes its /proc entries root's although it runs as nobody.
         var info = stat()

@@ -36,11 +36,21 @@ final class ProtocolVersionCheckTests: XCTestCase {
     }
 
     func testABrokerdOfAnotherMajorVersionIsRefusedAndNothingThatChangesReachesIt() async throws {
+        try await assertRefusedWithNothingChanged(blockingCalls: false)
+    }
+
+    /// The same with `blockingCalls` (brokerctl token): plain system calls instead of SwiftNIO.
+    func testBlockingCallsRefuseAnotherMajorVersionAndSendNothingThatChanges() async throws {
+        try await assertRefusedWithNothingChanged(blockingCalls: true)
+    }
+
+    private func assertRefusedWithNothingChanged(blockingCalls: Bool) async throws {
         let other = try otherBroker(protocolVersion: "9.0")
         defer { other.stop() }
 
-        // A read goes out right behind the version question, but its answer is not returned.
-        let app = PublicClientApplication(clientId: "app", socketPath: other.socket)
+        // A read goes out right behind the version question (and is answered before it), but its answer is not
+        // returned.
+        let app = PublicClientApplication(clientId: "app", socketPath: other.socket, blockingCalls: blockingCalls)
         do {
             _ = try await app.allAccounts()
             XCTFail("an answer from a brokerd of protocol 9.0 was returned")
@@ -50,14 +60,26 @@ final class ProtocolVersionCheckTests: XCTestCase {
         XCTAssertEqual(other.methods, ["getBrokerVersion", "getAccounts"], "the read was not sent behind the question")
 
         // A change waits for the answer, and so is never sent.
-        let control = BrokerControl(socketPath: other.socket)
+        let someone = BrokerAccount(Account(homeAccountId: "someone", username: "", environment: "", realm: "",
+                                            localAccountId: nil, name: nil, authorityType: nil, tenantProfiles: [],
+                                            apps: [], hiddenFrom: [], signInRequired: false))
         do {
-            _ = try await control.remove("someone", clientId: "app")
+            try await app.remove(someone)
             XCTFail("a removal went to a brokerd of protocol 9.0")
         } catch .incompatibleBroker(let version) {
             XCTAssertEqual(version, "9.0")
         }
         XCTAssertFalse(other.methods.contains("removeAccount"), "\(other.methods)")
+    }
+
+    func testBlockingCallsShareOneConnectionWithOneVersionCheck() async throws {
+        let other = try otherBroker(protocolVersion: brokerProtocolVersion)
+        defer { other.stop() }
+        let app = PublicClientApplication(clientId: "app", socketPath: other.socket, blockingCalls: true)
+        let first = try await app.allAccounts()
+        let second = try await app.allAccounts()
+        XCTAssertEqual(first.count + second.count, 0)
+        XCTAssertEqual(other.methods, ["getBrokerVersion", "getAccounts", "getAccounts"])
     }
 
     func testTheSameMajorVersionIsServed() async throws {
