@@ -13,6 +13,7 @@ final class BlockingLine {
     private var received: [UInt8] = []
     /// Where the search for the next newline starts in `received`.
     private var scanned = 0
+    private var chunk = [UInt8](repeating: 0, count: 64 * 1024)
 
     init(socketPath: String) throws(BrokerClientError) {
         fd = try UnixSocket.connect(to: socketPath)
@@ -58,14 +59,14 @@ final class BlockingLine {
                 throw BrokerClientError.connection("cannot wait for brokerd: \(String(cString: strerror(errno)))")
             }
             guard polled > 0 else { throw BrokerClientError.connection("no answer from brokerd within \(timeoutSeconds) s") }
-            let count = received.count
-            received.append(contentsOf: repeatElement(0, count: 64 * 1024))
-            let n = received.withUnsafeMutableBytes { recv(fd, $0.baseAddress! + count, 64 * 1024, 0) }
-            let failure = errno
-            received.removeSubrange(max(count, count + n)...)
-            if n < 0, failure == EINTR || failure == EAGAIN { continue }
-            guard n != 0 else { throw WireFailure.lostAfterSending("brokerd closed the connection") }
-            guard n > 0 else { throw WireFailure.lostAfterSending("cannot read from brokerd: \(String(cString: strerror(failure)))") }
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
+            if n > 0 {
+                received += chunk[..<n]
+            } else if n == 0 {
+                throw WireFailure.lostAfterSending("brokerd closed the connection")
+            } else if errno != EINTR && errno != EAGAIN {
+                throw WireFailure.lostAfterSending("cannot read from brokerd: \(String(cString: strerror(errno)))")
+            }
         }
     }
 

@@ -242,10 +242,7 @@ public actor BrokerConnection {
         while unreadVersionCheck != nil || (id != nil && answer == nil) {
             switch RPCClientHandler.parse(try connection.readLine(timeoutSeconds: timeoutSeconds)) {
             case .answer(let answerId, let outcome) where answerId == unreadVersionCheck:
-                let version = try Self.decode(BrokerVersionResult.self, try outcome.get(), .getBrokerVersion).protocolVersion
-                guard Self.major(version) == Self.major(brokerProtocolVersion) else {
-                    throw BrokerClientError.incompatibleBroker(protocolVersion: version)
-                }
+                try Self.checkVersion(try outcome.get())
                 unreadVersionCheck = nil
             case .answer(let answerId, let outcome) where answerId == id:
                 answer = outcome
@@ -315,12 +312,7 @@ public actor BrokerConnection {
         guard checksProtocolVersion else { return Opened(channel: channel, versionCheck: nil) }
         let (_, answer) = write(BrokerMethod.getBrokerVersion.rawValue, try Self.encode(NoParams()), on: channel,
                                 timeout: .seconds(Int64(timeoutSeconds)), onNotification: nil)
-        let check = answer.futureResult.flatMapThrowing { json in
-            let version = try Self.decode(BrokerVersionResult.self, json, .getBrokerVersion).protocolVersion
-            guard Self.major(version) == Self.major(brokerProtocolVersion) else {
-                throw BrokerClientError.incompatibleBroker(protocolVersion: version)
-            }
-        }
+        let check = answer.futureResult.flatMapThrowing { try Self.checkVersion($0) }
         check.whenFailure { _ in channel.close(promise: nil) }
         return Opened(channel: channel, versionCheck: check)
     }
@@ -361,6 +353,14 @@ public actor BrokerConnection {
             channel.eventLoop.scheduleTask(in: .seconds(5)) {
                 channel.triggerUserOutboundEvent(AbandonCall(id: id), promise: nil)
             }
+        }
+    }
+
+    /// Refuses a `getBrokerVersion` result of another major protocol version.
+    private static func checkVersion(_ resultJSON: [UInt8]) throws {
+        let version = try decode(BrokerVersionResult.self, resultJSON, .getBrokerVersion).protocolVersion
+        guard major(version) == major(brokerProtocolVersion) else {
+            throw BrokerClientError.incompatibleBroker(protocolVersion: version)
         }
     }
 
