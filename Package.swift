@@ -83,9 +83,8 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "BrokerServer", dependencies: [
-            "BrokerJSON", "BrokerProtocol", "BrokerCache", "BrokerCore", "Systemd",
+            "BrokerJSON", "BrokerProtocol", "BrokerCache", "BrokerCore", "Systemd", "CSystemd",
             .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -1,4 +1,5 @@
 import BrokerCache
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -58,6 +59,13 @@ final class CacheCell: @unchecked Sendable {
 
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private var contents: Contents
+    /// `contents.generation`, readable without the lock: a remembered answer is checked against it on every repeated
+    /// request, from every connection's thread at once, and a lock they all take is one a preempted holder makes
+    /// them all wait on. Stored (under the lock) only when it changes.
+    private let publishedGeneration = Atomic<UInt64>(0)
+
+    /// The generation as of the last change made under the lock.
+    var generation: UInt64 { publishedGeneration.load(ordering: .acquiring) }
 
     init(_ contents: Contents) {
         self.contents = contents
@@ -73,8 +81,17 @@ final class CacheCell: @unchecked Sendable {
 
     func withLock<Result>(_ body: (inout Contents) throws -> Result) rethrows -> Result {
         pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        defer {
+            publishGeneration()
+            pthread_mutex_unlock(mutex)
+        }
         return try body(&contents)
+    }
+
+    private func publishGeneration() {
+        if publishedGeneration.load(ordering: .relaxed) != contents.generation {
+            publishedGeneration.store(contents.generation, ordering: .releasing)
+        }
     }
 
     /// In-place access for the broker's `cache` property (`_modify`): no copy of the cache is made.
@@ -82,7 +99,10 @@ final class CacheCell: @unchecked Sendable {
         get { withLock { $0.cache } }
         _modify {
             pthread_mutex_lock(mutex)
-            defer { pthread_mutex_unlock(mutex) }
+            defer {
+                publishGeneration()
+                pthread_mutex_unlock(mutex)
+            }
             contents.cacheChanged()
             yield &contents.cache
         }

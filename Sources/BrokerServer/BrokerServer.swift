@@ -1,8 +1,6 @@
 import BrokerCore
 import BrokerProtocol
 import Logging
-import NIOCore
-import NIOPosix
 
 #if canImport(Glibc)
 import Glibc
@@ -27,20 +25,17 @@ public final class BrokerServer: Sendable {
         }
     }
 
-    private let group: MultiThreadedEventLoopGroup
+    private let listener: Listener
     private let state: ServerState
     private let router: RequestRouter
     private let logger: Logger
-    private let serverChannel: Channel
     public let socketPath: String
 
-    private init(group: MultiThreadedEventLoopGroup, state: ServerState, router: RequestRouter, logger: Logger,
-                 serverChannel: Channel, socketPath: String) {
-        self.group = group
+    private init(listener: Listener, state: ServerState, router: RequestRouter, logger: Logger, socketPath: String) {
+        self.listener = listener
         self.state = state
         self.router = router
         self.logger = logger
-        self.serverChannel = serverChannel
         self.socketPath = socketPath
     }
 
@@ -49,49 +44,39 @@ public final class BrokerServer: Sendable {
     public static func start(broker: Broker, socketPath: String, activatedDescriptor: Int32?, configPath: String?,
                              settings: ServerSettings, dbusBroker: FrontEndState = FrontEndState(),
                              logger: Logger) async throws -> BrokerServer {
-        // One event loop. Two (one per core) would answer cache hits of many clients on both cores, but made the
-        // refusal of another user's connection reach the client only some of the time (PeerCredentialTests): the
-        // peer-credential check and the refusal need a look before that is turned on.
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        // The connection table is confined to that one loop: a second loop would need a table per loop or a lock.
-        let table = NIOLoopBoundBox.makeBoxSendingValue(ConnectionTable(), eventLoop: group.next())
         raiseDescriptorLimit(toServe: settings.maxConnections, logger: logger)
         let state = ServerState(settings: settings, ownUID: getuid())
         let router = RequestRouter(broker: broker, info: DaemonInfo(socketPath: socketPath, socketActivated: activatedDescriptor != nil,
                                                                     configPath: configPath, dbusBroker: dbusBroker),
                                    state: state, logger: logger)
-        let bootstrap = ServerBootstrap(group: group)
-            .serverChannelOption(ChannelOptions.backlog, value: 512)
-            .childChannelOption(ChannelOptions.autoRead, value: false)
-            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-            // Past the high mark the channel is unwritable and brokerd stops reading from it (ConnectionHandler):
-            // a client that does not read its answers holds at most this much of them, plus its running requests'.
-            .childChannelOption(ChannelOptions.writeBufferWaterMark, value: .init(low: 64 * 1024, high: 256 * 1024))
-            .childChannelInitializer { channel in
-                let idle = state.settings.withLockedValue { $0.idleTimeout }
-                return channel.eventLoop.makeCompletedFuture {
-                    let handler = ConnectionHandler(state: state, router: router, table: table.value, logger: logger)
-                    try channel.pipeline.syncOperations.addHandler(IdleStateHandler(readTimeout: idle))
-                    try channel.pipeline.syncOperations.addHandler(handler)
-                }
-            }
-        do {
-            let channel: Channel
-            if let fd = activatedDescriptor {
-                channel = try await bootstrap.withBoundSocket(fd).get()
-            } else {
-                try prepareSocketPath(socketPath)
-                let previous = umask(0o177)
-                defer { umask(previous) }
-                channel = try await bootstrap.bind(unixDomainSocketPath: socketPath, cleanupExistingSocketFile: false).get()
-                chmod(socketPath, 0o600)
-            }
-            return BrokerServer(group: group, state: state, router: router, logger: logger,
-                                serverChannel: channel, socketPath: socketPath)
-        } catch {
-            try? await group.shutdownGracefully()
-            throw error
+        let descriptor: Int32
+        if let activatedDescriptor {
+            descriptor = activatedDescriptor
+        } else {
+            try prepareSocketPath(socketPath)
+            descriptor = try Listener.bind(socketPath, backlog: 512)
         }
+        let listener = try Listener(listening: descriptor)
+        let table = ConnectionTable()
+        let started = listener.start(logger: logger) { fd, peer in
+            guard let connection = ClientConnection(fd: fd, peer: peer, state: state, router: router, table: table,
+                                                    logger: logger) else {
+                logger.warning("connection dropped: no descriptor for its wake-ups", metadata: ["errno": "\(errno)"])
+                close(fd)
+                return
+            }
+            let refusal = connection.admit()
+            guard Threads.start({ connection.run(refusal: refusal) }) else {
+                logger.warning("connection dropped: no thread for it", metadata: ["errno": "\(errno)"])
+                connection.abandon()
+                return
+            }
+        }
+        guard started else {
+            close(descriptor)
+            throw StartError.setup("cannot start the thread that accepts connections")
+        }
+        return BrokerServer(listener: listener, state: state, router: router, logger: logger, socketPath: socketPath)
     }
 
     /// Creates the socket's directory (0700) if missing and clears a stale socket; refuses if a live brokerd
@@ -175,7 +160,7 @@ public final class BrokerServer: Sendable {
     /// Stops accepting, lets in-flight requests finish for at most `grace`, then closes every connection.
     /// The socket file is removed unless it belongs to systemd (socket activation).
     public func shutdown(grace: Duration, removeSocketFile: Bool) async {
-        try? await serverChannel.close()
+        await listener.stop()
         let open = state.startDraining()
         let deadline = ContinuousClock.now + grace
         while state.inFlight > 0, ContinuousClock.now < deadline {
@@ -184,9 +169,10 @@ public final class BrokerServer: Sendable {
         if state.inFlight > 0 {
             logger.warning("shutting down with requests still running", metadata: ["in_flight": "\(state.inFlight)"])
         }
-        for channel in open { try? await channel.close() }
+        for connection in open { connection.inbox.postClose() }
+        let closing = ContinuousClock.now + .seconds(1)
+        while state.connectionCount > 0, ContinuousClock.now < closing { try? await Task.sleep(for: .milliseconds(5)) }
         router.requestLog.flush()  // the counts of repeated requests whose window is still open
         if removeSocketFile { unlink(socketPath) }
-        try? await group.shutdownGracefully()
     }
 }

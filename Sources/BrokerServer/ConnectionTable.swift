@@ -1,23 +1,21 @@
+import Synchronization
+
 /// The open connections, for the two connection caps: at most `maxConnections` in all and
 /// `maxConnectionsPerProcess` per client process. At a cap, the connection that has been idle longest and has
 /// nothing running is closed to make room, and only when there is none is the newcomer refused: a leaky app that
 /// opens connections and leaves them stalled loses its own oldest ones instead of locking every other app out.
 ///
-/// Confined to the server's one event loop (BrokerServer.start): no lock, and it is touched only when a connection
-/// opens or closes, never per request. Idleness is an activity counter, not a clock, so marking activity costs an
-/// increment.
-final class ConnectionTable {
-    private var open: [ObjectIdentifier: ConnectionHandler] = [:]
-    private var perProcess: [Int32: Int] = [:]
-    private var activityCounter: UInt64 = 0
-
-    var count: Int { open.count }
-
-    /// A number that grows with every call: the smaller a connection's last one, the longer it has been idle.
-    func nextActivityMark() -> UInt64 {
-        activityCounter &+= 1
-        return activityCounter
+/// Why a lock: connections open and close on their own threads. It is taken only when a connection opens or
+/// closes, never per request.
+final class ConnectionTable: Sendable {
+    private struct Entries {
+        var open: [ObjectIdentifier: ClientConnection] = [:]
+        var perProcess: [Int32: Int] = [:]
     }
+
+    private let entries = Mutex(Entries())
+
+    var count: Int { entries.withLock { $0.open.count } }
 
     enum Admission: Equatable {
         case admitted
@@ -25,47 +23,52 @@ final class ConnectionTable {
         case refused(String)
     }
 
-    /// Makes room for `newcomer` (whose peer is known) by evicting idle connections if a cap is reached.
-    func admit(_ newcomer: ConnectionHandler, settings: ServerSettings) -> Admission {
+    /// Makes room for `newcomer` by evicting idle connections if a cap is reached.
+    func admit(_ newcomer: ClientConnection, settings: ServerSettings) -> Admission {
         let pid = newcomer.peer.pid
-        while perProcess[pid, default: 0] >= settings.maxConnectionsPerProcess {
-            guard let victim = longestIdle(where: { $0.peer.pid == pid }) else {
-                return .refused("too many connections from this process (limit \(settings.maxConnectionsPerProcess)), "
-                                + "and all of them are busy")
+        return entries.withLock { entries in
+            while entries.perProcess[pid, default: 0] >= settings.maxConnectionsPerProcess {
+                guard evictLongestIdle(&entries, where: { $0.peer.pid == pid }, making: "room for a newer connection of "
+                                       + "the same process (limit \(settings.maxConnectionsPerProcess) per process)") else {
+                    return .refused("too many connections from this process (limit \(settings.maxConnectionsPerProcess)), "
+                                    + "and all of them are busy")
+                }
             }
-            evict(victim, making: "room for a newer connection of the same process "
-                  + "(limit \(settings.maxConnectionsPerProcess) per process)")
-        }
-        while open.count >= settings.maxConnections {
-            guard let victim = longestIdle(where: { _ in true }) else {
-                return .refused("too many connections (limit \(settings.maxConnections)), and all of them are busy; "
-                                + "try again later")
+            while entries.open.count >= settings.maxConnections {
+                guard evictLongestIdle(&entries, where: { _ in true },
+                                       making: "room for another client (limit \(settings.maxConnections) connections)") else {
+                    return .refused("too many connections (limit \(settings.maxConnections)), and all of them are busy; "
+                                    + "try again later")
+                }
             }
-            evict(victim, making: "room for another client (limit \(settings.maxConnections) connections)")
+            entries.open[ObjectIdentifier(newcomer)] = newcomer
+            entries.perProcess[pid, default: 0] += 1
+            return .admitted
         }
-        open[ObjectIdentifier(newcomer)] = newcomer
-        perProcess[pid, default: 0] += 1
-        return .admitted
     }
 
     /// Forgets a connection; idempotent (an evicted connection is removed at once and again when it closes).
-    func remove(_ handler: ConnectionHandler) {
-        guard open.removeValue(forKey: ObjectIdentifier(handler)) != nil else { return }
-        let pid = handler.peer.pid
-        let remaining = perProcess[pid, default: 1] - 1
-        perProcess[pid] = remaining > 0 ? remaining : nil
+    func remove(_ connection: ClientConnection) {
+        entries.withLock { Self.remove(connection, from: &$0) }
     }
 
-    private func longestIdle(where matches: (ConnectionHandler) -> Bool) -> ConnectionHandler? {
-        var oldest: ConnectionHandler?
-        for handler in open.values where matches(handler) && handler.isEvictable {
-            if oldest.map({ handler.lastActivity < $0.lastActivity }) ?? true { oldest = handler }
+    private static func remove(_ connection: ClientConnection, from entries: inout Entries) {
+        guard entries.open.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
+        let pid = connection.peer.pid
+        let remaining = entries.perProcess[pid, default: 1] - 1
+        entries.perProcess[pid] = remaining > 0 ? remaining : nil
+    }
+
+    /// Closes the matching connection idle longest, if one is idle; a connection that starts work while it is being
+    /// chosen is not closed (`ClientConnection.claimForEviction`), and the next is tried.
+    private func evictLongestIdle(_ entries: inout Entries, where matches: (ClientConnection) -> Bool,
+                                  making room: String) -> Bool {
+        var candidates = entries.open.values.filter { matches($0) && $0.mayBeEvicted }
+        candidates.sort { $0.lastActivity < $1.lastActivity }
+        for victim in candidates where victim.claimForEviction(reason: room) {
+            Self.remove(victim, from: &entries)
+            return true
         }
-        return oldest
-    }
-
-    private func evict(_ victim: ConnectionHandler, making room: String) {
-        remove(victim)
-        victim.evict(reason: room)
+        return false
     }
 }

@@ -1,5 +1,3 @@
-import NIOCore
-
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -30,14 +28,13 @@ private struct UCred: Sendable {
 }
 
 enum PeerCredentials {
-    static func read(from channel: Channel) -> EventLoopFuture<PeerIdentity> {
-        guard let provider = channel as? SocketOptionProvider else {
-            return channel.eventLoop.makeFailedFuture(ChannelError.operationUnsupported)
+    /// The peer of a connected Unix socket, from SO_PEERCRED; nil if the kernel does not say.
+    static func read(from fd: Int32) -> PeerIdentity? {
+        var cred = UCred()
+        var length = socklen_t(MemoryLayout<UCred>.size)
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) == 0, length == MemoryLayout<UCred>.size else {
+            return nil
         }
-        let future: EventLoopFuture<UCred> = provider.unsafeGetSocketOption(
-            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
-        return future.map { cred in
-            PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid, executable: PeerIdentity.executablePath(of: cred.pid))
-        }
+        return PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid, executable: PeerIdentity.executablePath(of: cred.pid))
     }
 }

@@ -22,7 +22,7 @@ final class RequestLog: Sendable {
         }
     }
 
-    private struct Tally {
+    struct Tally {
         var opened: ContinuousClock.Instant
         var repeated = 0
         var slowestMicros: Int64 = 0
@@ -34,7 +34,7 @@ final class RequestLog: Sendable {
     }
 
     private let logger: Logger
-    private let window: Duration
+    let window: Duration
     private let state = Mutex(State())
 
     init(logger: Logger, window: Duration = .seconds(10)) {
@@ -60,6 +60,51 @@ final class RequestLog: Sendable {
         if let earlier, earlier.repeated > 0 { writeRepeats(key, earlier) }
         if !counted { write(key, micros: micros) }
         if scheduleSweep { scheduleNextSweep() }
+    }
+
+    /// Adds repeats counted elsewhere (`Local`) to the open window of `key`, or writes them if it has ended.
+    func add(_ counted: Tally, for key: Key) {
+        let now = ContinuousClock.now
+        let window = self.window
+        let added = state.withLock { state -> Bool in
+            guard let index = state.tallies.index(forKey: key), now - state.tallies.values[index].opened < window else {
+                return false
+            }
+            state.tallies.values[index].repeated += counted.repeated
+            state.tallies.values[index].slowestMicros = max(state.tallies.values[index].slowestMicros, counted.slowestMicros)
+            return true
+        }
+        if !added { writeRepeats(key, counted) }
+    }
+
+    /// One connection's tally of the cache hits it answers on its own thread (`RequestRouter.logHit`): the first
+    /// of a window goes to the shared log like any request; the repeats are counted here, and handed to the shared
+    /// log when the window ends (`handOver`, which the connection calls then even if idle, and when it closes).
+    /// A connection has one peer and these are all successful silent requests, so one key.
+    struct Local {
+        private var current: (key: Key, tally: Tally)?
+
+        mutating func record(_ key: Key, micros: Int64, at now: ContinuousClock.Instant, into log: RequestLog) {
+            if let current, current.key == key, now - current.tally.opened < log.window {
+                self.current!.tally.repeated += 1
+                self.current!.tally.slowestMicros = max(current.tally.slowestMicros, micros)
+                return
+            }
+            handOver(into: log)
+            current = (key, Tally(opened: now))
+            log.record(key, micros: micros)
+        }
+
+        /// When the window with repeats in it ends; nil when there are none to hand over.
+        func handOverDue(window: Duration) -> ContinuousClock.Instant? {
+            guard let current, current.tally.repeated > 0 else { return nil }
+            return current.tally.opened + window
+        }
+
+        mutating func handOver(into log: RequestLog) {
+            if let current, current.tally.repeated > 0 { log.add(current.tally, for: current.key) }
+            current = nil
+        }
     }
 
     /// Writes the counts of every window, ended or not (at shutdown).

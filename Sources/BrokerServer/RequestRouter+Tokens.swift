@@ -19,17 +19,17 @@ extension RequestRouter {
 
     /// The answer to a repeated silent request, from `memo`, before the line is parsed: nil when the line is not
     /// one the memo holds (or its answer no longer holds).
-    func rememberedAnswer(_ line: [UInt8], from peer: PeerIdentity) -> RememberedAnswer? {
+    func rememberedAnswer(_ line: [UInt8], from peer: PeerIdentity, memory: inout ConnectionMemory) -> RememberedAnswer? {
         let started = ContinuousClock.now
-        guard let shape = RequestLineShape(line), let answer = memo.answer(to: shape, broker: broker) else { return nil }
-        log(method: BrokerMethod.acquireTokenSilently.rawValue, from: peer, since: started, outcome: .success([]))
+        guard let shape = RequestLineShape(line), let answer = memory.answers.answer(to: shape, broker: broker) else { return nil }
+        logHit(from: peer, since: started, into: &memory.log)
         return answer
     }
 
     /// The answer to a silent request that the cache can give at once, made on the calling thread (the connection's
     /// event loop): no task, no actor hop. The answer is remembered for the next time the same line comes. nil
     /// sends the request the usual way (`answer`), which also reports every error, so this path never has to.
-    func cachedAnswer(_ request: RPCRequest, line: [UInt8], from peer: PeerIdentity) -> [UInt8]? {
+    func cachedAnswer(_ request: RPCRequest, line: [UInt8], from peer: PeerIdentity, memory: inout ConnectionMemory) -> [UInt8]? {
         guard request.method == BrokerMethod.acquireTokenSilently.rawValue, let id = request.id else { return nil }
         let started = ContinuousClock.now
         guard let p = try? params(AcquireTokenSilentlyParams.self, request), let silent = try? Self.silentRequest(p),
@@ -37,10 +37,10 @@ extension RequestRouter {
               let text = try? TokenResultText(Self.result(hit.outcome, account: hit.account, correlationId: nil))
         else { return nil }
         if let shape = RequestLineShape(line), shape.id == id, shape.correlationId == .some(p.correlationId) {
-            memo.remember(.init(text: text, freshness: hit.freshness), for: shape.key)
+            memory.answers.remember(.init(text: text, freshness: hit.freshness), for: shape.key)
         }
         let json = text.json(correlationId: p.correlationId)
-        log(request, from: peer, since: started, outcome: .success(json))
+        logHit(from: peer, since: started, into: &memory.log)
         return RPCEnvelope.success(id: id, resultJSON: json)
     }
 

@@ -32,7 +32,6 @@ final class RequestRouter: Sendable {
     let info: DaemonInfo
     let state: ServerState
     let logger: Logger
-    let memo = SilentAnswerMemo()
     let requestLog: RequestLog
 
     init(broker: Broker, info: DaemonInfo, state: ServerState, logger: Logger) {
@@ -75,6 +74,17 @@ final class RequestRouter: Sendable {
         case .failure(let error): result = "error \(error.code)"
         }
         requestLog.record(.init(method: method, outcome: result, pid: peer.pid, executable: peer.executable), micros: micros)
+    }
+
+    /// A cache hit answered on its connection's thread: counted in the connection's own tally first, so that a
+    /// stream of hits takes the shared log's lock once per window, not once per hit.
+    func logHit(from peer: PeerIdentity, since started: ContinuousClock.Instant, into local: inout RequestLog.Local) {
+        guard logger.logLevel <= .info else { return }
+        let now = ContinuousClock.now
+        let elapsed = now - started
+        let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+        local.record(.init(method: BrokerMethod.acquireTokenSilently.rawValue, outcome: "ok", pid: peer.pid,
+                           executable: peer.executable), micros: micros, at: now, into: requestLog)
     }
 
     private func dispatch(_ request: RPCRequest, link: ConnectionLink) async -> Result<[UInt8], RPCError> {

@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import Synchronization
 
 /// Settings that SIGHUP may change while connections are open. The per-connection ones (in flight, batch, line
 /// timeout, idle timeout) are read once when a connection opens, so a request never takes the settings lock.
@@ -31,17 +32,16 @@ public struct ServerSettings: Sendable {
     }
 }
 
-/// Bookkeeping shared by every connection: settings, open channels, counters, and whether new work is taken.
+/// Bookkeeping shared by every connection: settings, open connections, counters, and whether new work is taken.
+///
+/// The counters are atomics, not under the lock: every request counts itself in and out, from every connection's
+/// thread, and a lock they all take is one a preempted holder makes them all wait on.
 final class ServerState: Sendable {
-    private struct Counters {
-        var channels: [ObjectIdentifier: Channel] = [:]
-        var inFlight = 0
-        var served = 0
-        var draining = false
-    }
-
     let settings: NIOLockedValueBox<ServerSettings>
-    private let counters = NIOLockedValueBox(Counters())
+    private let connections = NIOLockedValueBox<[ObjectIdentifier: ClientConnection]>([:])
+    private let running = Atomic<Int>(0)
+    private let served = Atomic<Int>(0)
+    private let draining = Atomic<Bool>(false)
     let ownUID: UInt32
 
     init(settings: ServerSettings, ownUID: UInt32) {
@@ -49,44 +49,52 @@ final class ServerState: Sendable {
         self.ownUID = ownUID
     }
 
-    var connectionCount: Int { counters.withLockedValue { $0.channels.count } }
-    var requestsServed: Int { counters.withLockedValue { $0.served } }
-    var inFlight: Int { counters.withLockedValue { $0.inFlight } }
-    var isDraining: Bool { counters.withLockedValue { $0.draining } }
+    var connectionCount: Int { connections.withLockedValue { $0.count } }
+    /// Requests answered: those counted here, and the repeated ones each connection answered from its memory.
+    var requestsServed: Int {
+        connections.withLockedValue { connections in
+            served.load(ordering: .relaxed) + connections.values.reduce(0) { $0 + $1.answeredFromMemory }
+        }
+    }
+    var inFlight: Int { running.load(ordering: .sequentiallyConsistent) }
+    var isDraining: Bool { draining.load(ordering: .sequentiallyConsistent) }
 
     /// Registers an admitted connection (the caps are ConnectionTable's); false once shutting down.
-    func register(_ channel: Channel) -> Bool {
-        counters.withLockedValue { state in
-            guard !state.draining else { return false }
-            state.channels[ObjectIdentifier(channel)] = channel
+    func register(_ connection: ClientConnection) -> Bool {
+        connections.withLockedValue { connections in
+            guard !isDraining else { return false }
+            connections[ObjectIdentifier(connection)] = connection
             return true
         }
     }
 
-    func release(_ channel: Channel) {
-        counters.withLockedValue { _ = $0.channels.removeValue(forKey: ObjectIdentifier(channel)) }
+    func release(_ connection: ClientConnection) {
+        connections.withLockedValue { connections in
+            guard connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
+            served.add(connection.answeredFromMemory, ordering: .relaxed)
+        }
     }
 
-    /// Counts a request in; false when shutting down.
+    /// Counts a request in; false when shutting down. Counted before the check, so that a stop which has begun
+    /// draining either sees this request running or this request sees the stop.
     func begin() -> Bool {
-        counters.withLockedValue { state in
-            guard !state.draining else { return false }
-            state.inFlight += 1
-            return true
+        running.add(1, ordering: .sequentiallyConsistent)
+        guard !isDraining else {
+            running.subtract(1, ordering: .sequentiallyConsistent)
+            return false
         }
+        return true
     }
 
-    func end(served: Bool = true) {
-        counters.withLockedValue {
-            $0.inFlight -= 1
-            if served { $0.served += 1 }
-        }
+    func end(served counted: Bool = true) {
+        running.subtract(1, ordering: .sequentiallyConsistent)
+        if counted { served.add(1, ordering: .relaxed) }
     }
 
-    func startDraining() -> [Channel] {
-        counters.withLockedValue {
-            $0.draining = true
-            return Array($0.channels.values)
+    func startDraining() -> [ClientConnection] {
+        connections.withLockedValue { connections in
+            draining.store(true, ordering: .sequentiallyConsistent)
+            return Array(connections.values)
         }
     }
 

@@ -94,6 +94,9 @@ struct Brokerd: AsyncParsableCommand {
             Self.fail("brokerd: socket activation: \(error)")
         }
         let socketPath = activated.flatMap(SocketActivation.boundPath(of:)) ?? SocketLocation.resolve(explicit: socket)
+        // Trapped before the socket serves: a SIGTERM sent as soon as the first answer came must stop brokerd
+        // gracefully, not kill it with the default action.
+        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup)
         let server: BrokerServer
         let dbusState = FrontEndState()
         do {
@@ -152,7 +155,7 @@ struct Brokerd: AsyncParsableCommand {
         }
 
         var grace = configuration.shutdownGraceSeconds
-        for await signal in await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup) {
+        for await signal in signals {
             if signal == .sighup {
                 SystemdNotifier.reloading()
                 if let reloaded = reload(configPath: configPath, server: server, levelBox: levelBox,

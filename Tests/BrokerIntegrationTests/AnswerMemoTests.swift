@@ -40,9 +40,15 @@ final class AnswerMemoTests: XCTestCase {
         let first = try answerLine(raw, silentLine(hid))
         XCTAssertEqual(try result(first)["source"] as? String, "cache")
         XCTAssertNil(try result(first)["correlationId"])
+        let servedBefore = try XCTUnwrap(try RawClient(daemon.socket).request("getStatus").result?["requestsServed"] as? Int)
         for _ in 0..<3 {
             XCTAssertTrue(try answerLine(raw, silentLine(hid)) == first, "a repeated request, a different answer")
         }
+        // Each connection remembers its own answers; another one gets the same bytes, and every answer is counted.
+        let second = try RawClient(daemon.socket)
+        for _ in 0..<2 { XCTAssertTrue(try answerLine(second, silentLine(hid)) == first, "another connection, another answer") }
+        let servedAfter = try XCTUnwrap(try RawClient(daemon.socket).request("getStatus").result?["requestsServed"] as? Int)
+        XCTAssertEqual(servedAfter - servedBefore, 1 + 3 + 2, "getStatus and the five hits since the first")
         // A correlation id goes in at its sorted place, escaped as the encoder escapes it; the rest is unchanged.
         for (sent, written) in [("c-1", "c-1"), (#"quote \" backslash \\ slash /"#, #"quote \" backslash \\ slash /"#),
                                 ("", "")] {

@@ -164,12 +164,15 @@ final class ProtocolRobustnessTests: XCTestCase {
         assertStillServing()
     }
 
-    func testHalfClosedClientStillGetsItsAnswer() throws {
-        let client = try RawClient(daemon.socket)
-        try client.send(#"{"jsonrpc":"2.0","id":5,"method":"getBrokerVersion"}"# + "\n")
+    /// The answers, then end of file once the last is written: well before the idle timeout (2 s here), which the
+    /// client's 1-second receive timeout would otherwise hit first.
+    func testHalfClosedClientGetsItsAnswersThenEndOfFile() throws {
+        let client = try RawClient(daemon.socket, receiveTimeout: 1)
+        try client.send((5...7).map { #"{"jsonrpc":"2.0","id":\#($0),"method":"getBrokerVersion"}"# + "\n" }.joined())
         shutdown(client.fd, Int32(SHUT_WR))
-        let answer = try XCTUnwrap(try client.readJSON() as? [String: Any])
-        XCTAssertEqual(answer["id"] as? Int, 5)
-        XCTAssertTrue(client.isClosedByServer())
+        var ids: Set<Int> = []
+        for _ in 5...7 { ids.insert(try XCTUnwrap(try client.readJSON() as? [String: Any])["id"] as? Int ?? 0) }
+        XCTAssertEqual(ids, [5, 6, 7])
+        XCTAssertTrue(client.isClosedByServer(), "no end of file after the last answer")
     }
 }

@@ -137,12 +137,13 @@ extension Broker {
     /// 5-minute buffer nor past `refresh_on`: exactly when `cachedSilentToken` would give it again.
     public nonisolated func isStillFresh(_ freshness: inout HitFreshness) -> Bool {
         let now = Self.now()
+        guard cell.generation == freshness.generation, now < freshness.until else { return false }
+        // The use is noted once a second per remembered answer: only then is the lock taken.
+        guard now != freshness.use.lastUsed else { return true }
+        freshness.use.lastUsed = now
         return cell.withLock { contents in
-            guard contents.generation == freshness.generation, now < freshness.until else { return false }
-            if now != freshness.use.lastUsed {
-                freshness.use.lastUsed = now
-                contents.cache.noteUse(freshness.use)
-            }
+            guard contents.generation == freshness.generation else { return false }
+            contents.cache.noteUse(freshness.use)
             return true
         }
     }

@@ -76,12 +76,18 @@ final class PrivateSessionBus {
         }
         processes.append(try ChildProcess("/bin/sh", ["-c", "printf fake-keyring-password | exec /usr/bin/gnome-keyring-daemon --unlock --components=secrets --foreground"],
                                           environment: environment, logPath: directory.path + "/keyring.log"))
+        // Ready once it answers: owning the name comes before gnome-keyring can serve a session (a brokerd started at
+        // that moment once saw its OpenSession dropped, "recipient disconnected … without replying").
+        var lastError = ""
         for _ in 0..<500 {
-            let names = try runCommand("/usr/bin/busctl", ["--address=\(address)", "list", "--acquired"])
-            if names.stdout.contains("org.freedesktop.secrets") { return }
+            let session = try busctl(["call", "org.freedesktop.secrets", "/org/freedesktop/secrets",
+                                      "org.freedesktop.Secret.Service", "OpenSession", "sv", "plain", "s", ""])
+            if session.status == 0 { return }
+            lastError = session.stderr
             usleep(20_000)
         }
-        XCTFail("the Secret Service did not appear on the private bus")
+        let log = (try? String(contentsOfFile: directory.path + "/keyring.log", encoding: .utf8)) ?? "(no keyring.log)"
+        XCTFail("the Secret Service did not answer on the private bus: \(lastError)\nkeyring.log:\n\(log.suffix(2000))")
     }
 
     /// busctl (a real D-Bus client) against this bus.
