@@ -220,15 +220,19 @@ public struct RequestLineShape: Sendable {
         }
 
         /// Past a string that starts at `i`: the index after its closing quote, and whether it had no escape.
-        /// Most of a line is string content, so it is skipped 8 bytes at a time while none of them is a quote, a
-        /// backslash or a control character.
+        /// Most of a line is string content, so it is read 8 bytes at a time: a word with no quote, backslash or
+        /// control character is skipped whole, and in one that has some the scan goes straight to the first.
         private mutating func skipString() -> (end: Int, plain: Bool)? {
             let bytes = UnsafeRawPointer(line.baseAddress!), count = line.count
             var j = i + 1, plain = true
             while j < count {
-                if j + 8 <= count, !Self.anySpecial(bytes.loadUnaligned(fromByteOffset: j, as: UInt64.self)) {
-                    j += 8
-                    continue
+                if j + 8 <= count {
+                    let special = Self.specialBytes(bytes.loadUnaligned(fromByteOffset: j, as: UInt64.self))
+                    if special == 0 {
+                        j += 8
+                        continue
+                    }
+                    j += special.trailingZeroBitCount >> 3
                 }
                 let byte = line[j]
                 if byte == UInt8(ascii: "\"") {
@@ -247,14 +251,15 @@ public struct RequestLineShape: Sendable {
             return nil
         }
 
-        /// Whether any of 8 bytes is a quote, a backslash or below 0x20 (the classic has-zero-byte test, applied to
-        /// the word xor each byte, and to the word less 0x20 for the control characters). A false "yes" only sends
-        /// the bytes through the careful loop; a "no" is exact.
-        private static func anySpecial(_ word: UInt64) -> Bool {
-            let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-            func hasZero(_ x: UInt64) -> Bool { (x &- ones) & ~x & highs != 0 }
-            let below20 = (word &- ones &* 0x20) & ~word & highs != 0
-            return below20 || hasZero(word ^ (ones &* 0x22)) || hasZero(word ^ (ones &* 0x5C))
+        /// The high bit of each of 8 bytes (little-endian) that is a quote, a backslash or below 0x20: the classic
+        /// has-zero-byte test, applied to the word xor each byte and to the word less 0x20. A flag can be false only
+        /// above a true one (a borrow runs upward), so the lowest flag is exact; zero means none of the 8 is.
+        private static func specialBytes(_ word: UInt64) -> UInt64 {
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let quotes = word ^ 0x2222_2222_2222_2222, backslashes = word ^ 0x5C5C_5C5C_5C5C_5C5C
+            let zeroes = ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes)
+                | ((word &- 0x2020_2020_2020_2020) & ~word)
+            return zeroes & 0x8080_8080_8080_8080
         }
 
         private mutating func skipSpace() {

@@ -65,8 +65,8 @@ public final class BrokerServer: Sendable {
                 close(fd)
                 return
             }
-            let refusal = connection.admit()
-            guard Threads.start({ connection.run(refusal: refusal) }) else {
+            let verdict = connection.admit()
+            guard Threads.start({ connection.run(verdict) }) else {
                 logger.warning("connection dropped: no thread for it", metadata: ["errno": "\(errno)"])
                 connection.abandon()
                 return
@@ -139,12 +139,15 @@ public final class BrokerServer: Sendable {
     /// identity providers, sign-in listeners, D-Bus.
     static let ownDescriptors = 256
 
+    /// A connection's socket and the eventfd that wakes its thread.
+    static let descriptorsPerConnection = 2
+
     /// Raises the soft RLIMIT_NOFILE (up to the hard one) when `maxConnections` would not fit under it: a systemd
     /// user service starts with 1024 soft / 524288 hard, and at the soft limit accept() fails for everyone.
     static func raiseDescriptorLimit(toServe maxConnections: Int, logger: Logger) {
         var limit = rlimit()
         guard getrlimit(RLIMIT_NOFILE_RESOURCE, &limit) == 0 else { return }
-        let needed = rlim_t(maxConnections + ownDescriptors)
+        let needed = rlim_t(maxConnections * descriptorsPerConnection + ownDescriptors)
         guard limit.rlim_cur < needed else { return }
         let previous = limit.rlim_cur
         limit.rlim_cur = limit.rlim_max

@@ -125,42 +125,76 @@ final class ClientConnection: @unchecked Sendable {
 
     // MARK: Lifecycle
 
+    /// What `admit` decided on the accepting thread.
+    enum Verdict {
+        case admitted
+        case refused(RPCError)
+        /// At a cap with every connection under it busy: the connection's own thread tries again for a while.
+        case waitForRoom
+    }
+
     /// Admits or refuses the connection; on the accepting thread, so that connections are admitted (and the
-    /// longest-idle ones evicted) in the order they came. nil: admitted; else the error to send before closing.
-    func admit() -> RPCError? {
-        if state.isDraining { return RPCError(code: RPCErrorCode.shuttingDown, message: "brokerd is shutting down") }
+    /// longest-idle ones evicted) in the order they came.
+    func admit() -> Verdict {
+        if state.isDraining { return .refused(RPCError(code: RPCErrorCode.shuttingDown, message: "brokerd is shutting down")) }
         guard credentialsKnown else {
             logger.warning("connection refused: peer credentials unavailable")
-            return RPCError(code: RPCErrorCode.permissionDenied, message: "permission denied: peer credentials unavailable")
+            return .refused(RPCError(code: RPCErrorCode.permissionDenied, message: "permission denied: peer credentials unavailable"))
         }
         guard state.isAllowed(peer) else {
             logger.warning("connection refused: peer runs as another user", metadata: [
                 "client_pid": "\(peer.pid)", "client_uid": "\(peer.uid)", "client_exe": "\(peer.executable ?? "?")",
             ])
-            return RPCError(code: RPCErrorCode.permissionDenied, message:
-                "permission denied: brokerd serves uid \(state.ownUID) only; this connection is from uid \(peer.uid)")
+            return .refused(RPCError(code: RPCErrorCode.permissionDenied, message:
+                "permission denied: brokerd serves uid \(state.ownUID) only; this connection is from uid \(peer.uid)"))
         }
         limits = state.settings.withLockedValue { $0 }
         markActivity()
-        if case .refused(let reason) = table.admit(self, settings: limits) {
-            logger.warning("connection refused: \(reason)", metadata: [
-                "client_pid": "\(peer.pid)", "client_exe": "\(peer.executable ?? "?")",
-            ])
-            return RPCError(code: RPCErrorCode.tooManyConnections, message: reason)
-        }
-        registered = true
-        guard state.register(self) else { return RPCError(code: RPCErrorCode.shuttingDown, message: "brokerd is shutting down") }
-        return nil
+        guard case .admitted = table.admit(self, settings: limits) else { return .waitForRoom }
+        return register()
     }
 
-    /// The connection's thread, from `admit`'s verdict: serving, then the refusal or close.
-    func run(refusal: RPCError?) {
-        lastRead = Threads.nowMilliseconds()
-        if let refusal {
-            phase = .refusing(refusal)
-        } else {
-            serve()
+    private func register() -> Verdict {
+        registered = true
+        guard state.register(self) else {
+            return .refused(RPCError(code: RPCErrorCode.shuttingDown, message: "brokerd is shutting down"))
         }
+        return .admitted
+    }
+
+    /// At a cap with every connection busy, a newcomer waits up to `admissionPatience` on its own thread for one of
+    /// them to finish (a burst of connections outrunning their answers) before it is refused. Not on the accepting
+    /// thread: a process that keeps its connections busy must not hold up everyone else's.
+    private func waitForRoom() -> RPCError? {
+        let deadline = Threads.nowMilliseconds() + Self.admissionPatience
+        while true {
+            switch table.admit(self, settings: limits) {
+            case .admitted:
+                if case .refused(let error) = register() { return error }
+                return nil
+            case .refused(let reason):
+                guard Threads.nowMilliseconds() < deadline, !state.isDraining else {
+                    logger.warning("connection refused: \(reason)", metadata: [
+                        "client_pid": "\(peer.pid)", "client_exe": "\(peer.executable ?? "?")",
+                    ])
+                    return RPCError(code: RPCErrorCode.tooManyConnections, message: reason)
+                }
+                usleep(2_000)
+            }
+        }
+    }
+
+    static let admissionPatience: Int64 = 500
+
+    /// The connection's thread, from `admit`'s verdict: serving, then the refusal or close.
+    func run(_ verdict: Verdict) {
+        lastRead = Threads.nowMilliseconds()
+        switch verdict {
+        case .admitted: break
+        case .refused(let error): phase = .refusing(error)
+        case .waitForRoom: if let error = waitForRoom() { phase = .refusing(error) }
+        }
+        if case .serving = phase { serve() }
         if case .refusing(let error) = phase { refuseAndLinger(error) }
         finish()
     }
@@ -270,14 +304,14 @@ final class ClientConnection: @unchecked Sendable {
         var deadline = lastRead + Self.milliseconds(limits.idleTimeout)
         if reading, let since = partialLineSince { deadline = min(deadline, since + Self.milliseconds(limits.lineTimeout)) }
         var remaining = deadline - Threads.nowMilliseconds() + 5  // the coarse clock lags by a tick at most
-        if let due = memory.log.handOverDue(window: router.requestLog.window) {
-            remaining = min(remaining, Self.milliseconds(due - ContinuousClock.now) + 1)
+        if let due = memory.log.handOverDue(window: router.requestLog.windowNanoseconds) {
+            remaining = min(remaining, Int64(bitPattern: due &- Threads.nowNanoseconds()) / 1_000_000 + 1)
         }
         return Int32(clamping: max(0, remaining))
     }
 
     private func checkTimeouts(reading: Bool) {
-        if let due = memory.log.handOverDue(window: router.requestLog.window), ContinuousClock.now >= due {
+        if let due = memory.log.handOverDue(window: router.requestLog.windowNanoseconds), Threads.nowNanoseconds() >= due {
             memory.log.handOver(into: router.requestLog)
         }
         let now = Threads.nowMilliseconds()
@@ -301,9 +335,6 @@ final class ClientConnection: @unchecked Sendable {
 
     static func milliseconds(_ amount: TimeAmount) -> Int64 { amount.nanoseconds / 1_000_000 }
 
-    static func milliseconds(_ duration: Duration) -> Int64 {
-        duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-    }
 
     // MARK: Mail from other threads
 

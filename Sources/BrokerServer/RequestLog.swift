@@ -35,11 +35,14 @@ final class RequestLog: Sendable {
 
     private let logger: Logger
     let window: Duration
+    let windowNanoseconds: UInt64
     private let state = Mutex(State())
 
     init(logger: Logger, window: Duration = .seconds(10)) {
         self.logger = logger
         self.window = window
+        windowNanoseconds = UInt64(window.components.seconds) * 1_000_000_000
+            + UInt64(window.components.attoseconds / 1_000_000_000)
     }
 
     func record(_ key: Key, micros: Int64) {
@@ -80,30 +83,41 @@ final class RequestLog: Sendable {
     /// One connection's tally of the cache hits it answers on its own thread (`RequestRouter.logHit`): the first
     /// of a window goes to the shared log like any request; the repeats are counted here, and handed to the shared
     /// log when the window ends (`handOver`, which the connection calls then even if idle, and when it closes).
-    /// A connection has one peer and these are all successful silent requests, so one key.
+    /// A connection has one peer and these are all successful silent requests, so one key. Times are monotonic
+    /// nanoseconds (`Threads.nowNanoseconds`): this runs on every hit.
     struct Local {
-        private var current: (key: Key, tally: Tally)?
+        private var key: Key?
+        private var opened: UInt64 = 0
+        private var repeated = 0
+        private var slowestMicros: Int64 = 0
 
-        mutating func record(_ key: Key, micros: Int64, at now: ContinuousClock.Instant, into log: RequestLog) {
-            if let current, current.key == key, now - current.tally.opened < log.window {
-                self.current!.tally.repeated += 1
-                self.current!.tally.slowestMicros = max(current.tally.slowestMicros, micros)
+        mutating func record(_ key: Key, micros: Int64, at now: UInt64, into log: RequestLog) {
+            if self.key == key, now &- opened < log.windowNanoseconds {
+                repeated += 1
+                slowestMicros = max(slowestMicros, micros)
                 return
             }
             handOver(into: log)
-            current = (key, Tally(opened: now))
+            self.key = key
+            opened = now
             log.record(key, micros: micros)
         }
 
-        /// When the window with repeats in it ends; nil when there are none to hand over.
-        func handOverDue(window: Duration) -> ContinuousClock.Instant? {
-            guard let current, current.tally.repeated > 0 else { return nil }
-            return current.tally.opened + window
+        /// When the window with repeats in it ends (monotonic nanoseconds); nil when there are none to hand over.
+        func handOverDue(window: UInt64) -> UInt64? {
+            repeated > 0 ? opened &+ window : nil
         }
 
         mutating func handOver(into log: RequestLog) {
-            if let current, current.tally.repeated > 0 { log.add(current.tally, for: current.key) }
-            current = nil
+            if let key, repeated > 0 {
+                var counted = Tally(opened: .now)
+                counted.repeated = repeated
+                counted.slowestMicros = slowestMicros
+                log.add(counted, for: key)
+            }
+            key = nil
+            repeated = 0
+            slowestMicros = 0
         }
     }
 

@@ -20,7 +20,7 @@ extension RequestRouter {
     /// The answer to a repeated silent request, from `memo`, before the line is parsed: nil when the line is not
     /// one the memo holds (or its answer no longer holds).
     func rememberedAnswer(_ line: [UInt8], from peer: PeerIdentity, memory: inout ConnectionMemory) -> RememberedAnswer? {
-        let started = ContinuousClock.now
+        let started = Threads.nowNanoseconds()
         guard let shape = RequestLineShape(line), let answer = memory.answers.answer(to: shape, broker: broker) else { return nil }
         logHit(from: peer, since: started, into: &memory.log)
         return answer
@@ -31,7 +31,7 @@ extension RequestRouter {
     /// sends the request the usual way (`answer`), which also reports every error, so this path never has to.
     func cachedAnswer(_ request: RPCRequest, line: [UInt8], from peer: PeerIdentity, memory: inout ConnectionMemory) -> [UInt8]? {
         guard request.method == BrokerMethod.acquireTokenSilently.rawValue, let id = request.id else { return nil }
-        let started = ContinuousClock.now
+        let started = Threads.nowNanoseconds()
         guard let p = try? params(AcquireTokenSilentlyParams.self, request), let silent = try? Self.silentRequest(p),
               let hit = broker.cachedSilentToken(silent),
               let text = try? TokenResultText(Self.result(hit.outcome, account: hit.account, correlationId: nil))

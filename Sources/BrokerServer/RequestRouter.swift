@@ -78,13 +78,11 @@ final class RequestRouter: Sendable {
 
     /// A cache hit answered on its connection's thread: counted in the connection's own tally first, so that a
     /// stream of hits takes the shared log's lock once per window, not once per hit.
-    func logHit(from peer: PeerIdentity, since started: ContinuousClock.Instant, into local: inout RequestLog.Local) {
+    func logHit(from peer: PeerIdentity, since started: UInt64, into local: inout RequestLog.Local) {
         guard logger.logLevel <= .info else { return }
-        let now = ContinuousClock.now
-        let elapsed = now - started
-        let micros = elapsed.components.seconds * 1_000_000 + elapsed.components.attoseconds / 1_000_000_000_000
+        let now = Threads.nowNanoseconds()
         local.record(.init(method: BrokerMethod.acquireTokenSilently.rawValue, outcome: "ok", pid: peer.pid,
-                           executable: peer.executable), micros: micros, at: now, into: requestLog)
+                           executable: peer.executable), micros: Int64((now &- started) / 1000), at: now, into: requestLog)
     }
 
     private func dispatch(_ request: RPCRequest, link: ConnectionLink) async -> Result<[UInt8], RPCError> {

@@ -156,19 +156,17 @@ static inline int brokerd_close_notification(sd_bus *bus, uint32_t id, char *err
     return r;
 }
 
-// accept4 and pipe2 are GNU extensions, which Swift's Glibc module does not show: the connection and the wake-up
-// descriptors of brokerd's socket front end must be close-on-exec from the start (the browser it spawns must not
-// inherit them) and non-blocking.
+// accept4 and eventfd, which Swift's Glibc module does not show (a GNU extension, a header it leaves out): the
+// connection and the wake-up descriptors of brokerd's socket front end must be close-on-exec from the start (the
+// browser it spawns must not inherit them) and non-blocking.
 #include <sys/socket.h>
-#include <fcntl.h>
-#include <unistd.h>
+#include <sys/eventfd.h>
 extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
-extern int pipe2(int pipefd[2], int flags);
 
 static inline int brokerd_accept_nonblocking(int fd) {
     return accept4(fd, 0, 0, SOCK_CLOEXEC | SOCK_NONBLOCK);
 }
 
-static inline int brokerd_pipe_nonblocking(int fds[2]) {
-    return pipe2(fds, O_CLOEXEC | O_NONBLOCK);
+static inline int brokerd_eventfd_nonblocking(void) {
+    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
