@@ -4,7 +4,10 @@
  *
  * Every answer is checked, outside the timed interval: with --echo it must equal the request; otherwise it must
  * contain every --expect string (default: "result"). A benchmark that timed error answers is worthless, so errors
- * are counted, the first one is printed, and the exit status is 1 when there was any.
+ * are counted, the first one is printed, and the exit status is 1 when there was any. An answer byte for byte the
+ * same as the connection's last one that passed is not searched again: with an expected access token of 1-2 KB,
+ * three memmem calls over a 5 KB answer cost the client about 4 us per request, CPU that the 64-client run takes
+ * from the server it measures (the echo check is a memcmp of the line, and so is this one).
  *
  * usage: load_client SOCKET REQUEST_FILE [--count N] [--warmup N] [--clients C] [--duration SECONDS]
  *                    [--expect STRING]... [--echo]
@@ -83,10 +86,16 @@ static long read_line(int fd, char **buf, size_t *cap, size_t *len) {
     }
 }
 
-static int answer_ok(const char *line, long n) {
+/* `passed`: the connection's last answer that contained every --expect string (malloc'd, *passed_len bytes). */
+static int answer_ok(const char *line, long n, char **passed, size_t *passed_len) {
     if (echo_mode) return (size_t)n + 1 == request_len && memcmp(line, request, (size_t)n) == 0;
+    if (*passed && *passed_len == (size_t)n && memcmp(line, *passed, (size_t)n) == 0) return 1;
     for (int i = 0; i < n_expect; i++)
         if (!memmem(line, (size_t)n, expect[i], strlen(expect[i]))) return 0;
+    free(*passed);
+    *passed = malloc((size_t)n);
+    if (*passed) memcpy(*passed, line, (size_t)n);
+    *passed_len = *passed ? (size_t)n : 0;
     return 1;
 }
 
@@ -95,6 +104,8 @@ static void *run(void *arg) {
     int fd = connect_socket();
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
+    char *passed = NULL;
+    size_t passed_len = 0;
     int barrier_done = 0;
     if (fd < 0) { w->failed = 1; goto out; }
     for (long i = 0; w->count < 0 ? !atomic_load(&stop_flag) : i < w->warmup + w->count; i++) {
@@ -119,7 +130,7 @@ static void *run(void *arg) {
             w->failed = 1;
             goto out;
         }
-        if (!answer_ok(buf, n)) {
+        if (!answer_ok(buf, n, &passed, &passed_len)) {
             atomic_fetch_add(&error_count, 1);
             if (atomic_exchange(&first_error_printed, 1) == 0)
                 fprintf(stderr, "load_client: unexpected answer: %.400s\n", buf);
@@ -138,6 +149,7 @@ out:
     if (!barrier_done) pthread_barrier_wait(&start_barrier);
     if (fd >= 0) close(fd);
     free(buf);
+    free(passed);
     return NULL;
 }
 
