@@ -15,8 +15,6 @@ final class ConnectionTable: Sendable {
 
     private let entries = Mutex(Entries())
 
-    var count: Int { entries.withLock { $0.open.count } }
-
     enum Admission: Equatable {
         case admitted
         /// Every connection that counts against the cap is busy; the message says which cap.

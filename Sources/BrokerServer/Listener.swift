@@ -16,7 +16,7 @@ final class Listener: Sendable {
 
     /// Takes over a listening socket: one systemd passed (socket activation) or one `bind` made.
     init(listening fd: Int32) throws {
-        guard let wakeup = Wakeup() else { throw BrokerServer.StartError.setup("cannot make a pipe: errno \(errno)") }
+        guard let wakeup = Wakeup() else { throw BrokerServer.StartError.setup("cannot make an eventfd: errno \(errno)") }
         let flags = fcntl(fd, F_GETFL)
         _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
         self.fd = fd
@@ -27,13 +27,9 @@ final class Listener: Sendable {
     static func bind(_ path: String, backlog: Int32) throws -> Int32 {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw BrokerServer.StartError.setup("cannot create a socket: errno \(errno)") }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: Array(path.utf8).prefix(raw.count - 1))
-        }
+        var socketAddress = address(path)
         let previous = umask(0o177)
-        let bound = withUnsafePointer(to: &address) {
+        let bound = withUnsafePointer(to: &socketAddress) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         let error = errno
@@ -44,6 +40,16 @@ final class Listener: Sendable {
         }
         chmod(path, 0o600)
         return fd
+    }
+
+    /// The AF_UNIX address of `path` (which `prepareSocketPath` has checked fits).
+    static func address(_ path: String) -> sockaddr_un {
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            raw.copyBytes(from: Array(path.utf8).prefix(raw.count - 1))
+        }
+        return address
     }
 
     /// Accepts until `stop`, on a thread of its own; false if no thread could be started.
