@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// The cache and the little else a silent cache hit needs, behind one mutex, so that a hit can be answered on the
-/// caller's thread (the socket's event loop) without a hop through the broker actor.
+/// caller's thread (the socket connection's) without a hop through the broker actor.
 ///
 /// Why a lock and not the actor: a hit is a few microseconds of work; an actor hop and back costs more than that,
 /// and queues every reader behind whatever the actor is doing (a refresh, an import). The critical sections are

@@ -27,7 +27,7 @@ extension RequestRouter {
     }
 
     /// The answer to a silent request that the cache can give at once, made on the calling thread (the connection's
-    /// event loop): no task, no actor hop. The answer is remembered for the next time the same line comes. nil
+    /// own): no task, no actor hop. The answer is remembered for the next time the same line comes. nil
     /// sends the request the usual way (`answer`), which also reports every error, so this path never has to.
     func cachedAnswer(_ request: RPCRequest, line: [UInt8], from peer: PeerIdentity, memory: inout ConnectionMemory) -> [UInt8]? {
         guard request.method == BrokerMethod.acquireTokenSilently.rawValue, let id = request.id else { return nil }

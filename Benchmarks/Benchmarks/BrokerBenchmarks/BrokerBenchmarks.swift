@@ -67,7 +67,7 @@ func cacheLookupBenchmarks() {
     }
 }
 
-// MARK: 2. The silent cache hit as the daemon answers it on the event loop (Broker.cachedSilentToken)
+// MARK: 2. The silent cache hit as the daemon answers it on the connection's thread (Broker.cachedSilentToken)
 
 final class BrokerState: @unchecked Sendable {
     let broker: Broker
@@ -130,7 +130,7 @@ func silentHitBenchmarks() {
         }
     }
 
-    // The whole answer the event loop makes for a hit: request line in, answer line out
+    // The whole answer a connection's thread makes for a hit: request line in, answer line out
     // (RequestRouter.cachedAnswer without the logging).
     Benchmark("Silent hit: request line to answer line (1 account)") { (benchmark, state: (BrokerState, [UInt8])) in
         let (broker, line) = (state.0.broker, state.1)
