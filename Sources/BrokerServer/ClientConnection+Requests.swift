@@ -35,6 +35,8 @@ extension ClientConnection {
         }
     }
 
+    var hasCompleteLine: Bool { nextNewline(from: 0) != nil }
+
     private func nextNewline(from start: Int) -> Int? {
         guard start < pending.count else { return nil }
         return pending.withUnsafeBytes { bytes -> Int? in
@@ -126,7 +128,7 @@ extension ClientConnection {
         }
         guard commit(requests.count) else { return }
         guard state.begin() else {
-            for _ in requests { release() }
+            release(requests.count)
             let answers = failures + requests.compactMap { $0.id.map { RPCEnvelope.failure(id: $0, error: Self.shuttingDown) } }
             if !answers.isEmpty { send(Self.joinBatch(answers)) }
             return

@@ -67,7 +67,7 @@ final class ClientConnection: @unchecked Sendable {
     /// Batch members that arrived while every slot was taken; started in order as slots free up.
     var waiting = CircularBuffer<(RPCRequest, BatchAnswers)>()
     private var inputClosed = false
-    /// Input was read and its lines are being handled (counted in `commitments`).
+    /// Input was read and not all of its lines are handled yet (counted in `commitments`).
     private var holdsInput = false
     /// The client closed its end: nothing is read or polled any more; the next write fails and ends the connection.
     private var peerGone = false
@@ -207,7 +207,8 @@ final class ClientConnection: @unchecked Sendable {
     private func serve() {
         while case .serving = phase {
             handleLines()
-            if holdsInput {
+            // Lines left while the connection takes no work (slots full, answers unread) keep it busy too.
+            if holdsInput, !hasCompleteLine {
                 holdsInput = false
                 release()
             }
@@ -269,8 +270,10 @@ final class ClientConnection: @unchecked Sendable {
         if socketEvents & Int16(POLLOUT) != 0 { flushOutput() }
         if reading, socketEvents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
             // Busy from the read until its lines are handled: an eviction must not take a request just read.
-            guard commit(1) else { return }
-            holdsInput = true
+            if !holdsInput {
+                guard commit(1) else { return }
+                holdsInput = true
+            }
             readInput()
         } else if socketEvents & Int16(POLLHUP | POLLERR) != 0 {
             peerGone = true  // not reading: poll would report it again at once, for ever
@@ -359,7 +362,7 @@ final class ClientConnection: @unchecked Sendable {
         return commitments.compareExchange(expected: held, desired: held + count, ordering: .acquiringAndReleasing).exchanged
     }
 
-    func release() { commitments.subtract(1, ordering: .releasing) }
+    func release(_ count: Int = 1) { commitments.subtract(count, ordering: .releasing) }
 
     // MARK: Output
 
