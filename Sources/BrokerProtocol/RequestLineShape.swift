@@ -59,6 +59,9 @@ public struct RequestLineShape: Sendable {
     public let key: Key
     private let idText: [UInt8]
     private let correlationIdText: [UInt8]?
+    /// Where the two values lie in the line the shape was made from (for `RepeatedRequestPattern`).
+    let idRange: Range<Int>
+    let correlationIdRange: Range<Int>?
 
     /// The id as `RPCEnvelope` keeps it (its raw JSON text); nil when it is not a string, a number or null.
     public var id: String? {
@@ -83,7 +86,7 @@ public struct RequestLineShape: Sendable {
     }
 
     /// "0" or digits without a leading zero, at most 15 of them (so that the parser would read the same number).
-    private static func isPlainInteger(_ text: [UInt8]) -> Bool {
+    static func isPlainInteger<Text: Collection<UInt8>>(_ text: Text) -> Bool {
         guard let first = text.first, text.count <= 15, first != UInt8(ascii: "0") || text.count == 1 else { return false }
         return text.allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
     }
@@ -119,12 +122,14 @@ public struct RequestLineShape: Sendable {
         self.key = Key(bytes: key)
         idText = Array(line[ranges.id])
         correlationIdText = ranges.correlationId.map { Array(line[$0]) }
+        idRange = ranges.id
+        correlationIdRange = ranges.correlationId
     }
 
     /// Walks the line once. Works on the line's buffer and keeps no heap state (this runs for every request, before
     /// anything else): per open container, two bits say whether it is an object and whether its current member's key
     /// has been read; the keys themselves matter only at the top level and in params, so only those are kept.
-    private struct Scanner {
+    struct Scanner {
         let line: UnsafeBufferPointer<UInt8>
         var i = 0
         var depth = 0  // open containers
@@ -254,7 +259,7 @@ public struct RequestLineShape: Sendable {
         /// The high bit of each of 8 bytes (little-endian) that is a quote, a backslash or below 0x20: the classic
         /// has-zero-byte test, applied to the word xor each byte and to the word less 0x20. A flag can be false only
         /// above a true one (a borrow runs upward), so the lowest flag is exact; zero means none of the 8 is.
-        private static func specialBytes(_ word: UInt64) -> UInt64 {
+        static func specialBytes(_ word: UInt64) -> UInt64 {
             let ones: UInt64 = 0x0101_0101_0101_0101
             let quotes = word ^ 0x2222_2222_2222_2222, backslashes = word ^ 0x5C5C_5C5C_5C5C_5C5C
             let zeroes = ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes)
@@ -266,7 +271,7 @@ public struct RequestLineShape: Sendable {
             while i < line.count, line[i] == 0x20 || line[i] == 0x09 || line[i] == 0x0A || line[i] == 0x0D { i += 1 }
         }
 
-        private static func ends(_ byte: UInt8) -> Bool {
+        static func ends(_ byte: UInt8) -> Bool {
             byte == UInt8(ascii: ",") || byte == UInt8(ascii: "}") || byte == UInt8(ascii: "]") || byte == UInt8(ascii: ":")
                 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "{") || byte == UInt8(ascii: "[")
                 || byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D

@@ -5,10 +5,18 @@ import BrokerJSON
 /// with that id gives (`ProtocolCoding.encode`), without encoding it again.
 ///
 /// Keys are sorted, so `correlationId` has one fixed place: the text is kept as the part before it and the part
-/// after it.
+/// after it, each with the answer line's envelope around it, so that an answer line is five pieces that can be
+/// written as they lie (`withAnswerLinePieces`).
 public struct TokenResultText: Sendable {
-    private let head: [UInt8]  // "{" and the members before correlationId
-    private let tail: [UInt8]  // the members after it and "}"
+    private static let envelopeStart: StaticString = #"{"jsonrpc":"2.0","id":"#
+    private static let resultKey = Array(#","result":"#.utf8)
+    private static let envelopeEnd = Array("}\n".utf8)
+
+    private let head: [UInt8]  // `,"result":` "{" and the members before correlationId
+    private let tail: [UInt8]  // the members after it, "}" and the envelope's "}" and newline
+    private static let resultKeyCount = 10, envelopeEndCount = 2
+    private var hasBefore: Bool { head.count > Self.resultKeyCount + 1 }
+    private var hasAfter: Bool { tail.count > Self.envelopeEndCount + 1 }
 
     public init(_ result: TokenResult) throws {
         var result = result
@@ -22,23 +30,27 @@ public struct TokenResultText: Sendable {
         head.removeLast()
         var tail = JSONWriter.wireBytes(.object(JSONObject(Array(object.members[split...]))))
         tail.removeFirst()
-        self.head = head
-        self.tail = tail
+        self.head = Self.resultKey + head
+        self.tail = tail + Self.envelopeEnd
     }
 
     public func json(correlationId: String?) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(head.count + tail.count + (correlationId?.utf8.count ?? 0) + 20)
-        write(correlationId: correlationId, into: &out)
+        out += head[Self.resultKeyCount...]
+        if let member = correlationIdMember(correlationId) { out += member } else if hasBefore && hasAfter { out.append(UInt8(ascii: ",")) }
+        out += tail[..<(tail.count - Self.envelopeEndCount)]
         return out
     }
 
-    /// The whole answer line (without its newline): what `RPCEnvelope.success` makes of `json(correlationId:)`,
-    /// written in one buffer.
+    /// The whole answer line (without its newline): what `RPCEnvelope.success` makes of `json(correlationId:)`.
     public func answerLine(id: String, correlationId: String?) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(answerLineCapacity(id: id, correlationId: correlationId))
-        writeAnswerLine(id: id, correlationId: correlationId) { out += $0 }
+        withAnswerLinePieces(id: id, correlationId: correlationId) { pieces in
+            for piece in pieces { out += piece }
+        }
+        out.removeLast()
         return out
     }
 
@@ -47,43 +59,46 @@ public struct TokenResultText: Sendable {
         head.count + tail.count + (correlationId?.utf8.count ?? 0) + id.utf8.count + 64
     }
 
-    /// The answer line and its newline, piece by piece, for a caller that writes them straight into its own buffer
-    /// (the connection's output): the answer is copied once.
-    public func writeAnswerLine(id: String, correlationId: String?, newline: Bool = false,
-                                to sink: (UnsafeRawBufferPointer) -> Void) {
-        func put(_ text: StaticString) { sink(UnsafeRawBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount)) }
-        func put(_ bytes: [UInt8]) { bytes.withUnsafeBytes(sink) }
-        put(#"{"jsonrpc":"2.0","id":"#)
+    /// The answer line and its newline as the pieces it is made of (the envelope's start, the id, the result up to
+    /// the correlation id, the correlation id member or a comma or nothing, the rest), valid during `body`: a
+    /// connection writes them with one gathering write, so the answer is never copied in user space. No allocation
+    /// unless there is a correlation id.
+    public func withAnswerLinePieces(id: String, correlationId: String?,
+                                     _ body: (UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Void) {
         var id = id
-        id.withUTF8 { sink(UnsafeRawBufferPointer($0)) }
-        put(#","result":"#)
-        put(head)
-        let hasBefore = head.count > 1, hasAfter = tail.count > 1
-        if let correlationId {
-            var member: [UInt8] = []
-            if hasBefore { member.append(UInt8(ascii: ",")) }
-            member += #""correlationId":"#.utf8
-            JSONWriter.writeWireString(correlationId, into: &member)
-            if hasAfter { member.append(UInt8(ascii: ",")) }
-            put(member)
-        } else if hasBefore && hasAfter {
-            put(",")
+        let member = correlationIdMember(correlationId)
+        let comma: StaticString = ","
+        id.withUTF8 { idBytes in
+            head.withUnsafeBytes { headBytes in
+                tail.withUnsafeBytes { tailBytes in
+                    (member ?? []).withUnsafeBytes { memberBytes in
+                        withUnsafeTemporaryAllocation(of: UnsafeRawBufferPointer.self, capacity: 5) { pieces in
+                            pieces[0] = UnsafeRawBufferPointer(start: Self.envelopeStart.utf8Start,
+                                                               count: Self.envelopeStart.utf8CodeUnitCount)
+                            pieces[1] = UnsafeRawBufferPointer(idBytes)
+                            pieces[2] = headBytes
+                            if member != nil {
+                                pieces[3] = memberBytes
+                            } else {
+                                pieces[3] = UnsafeRawBufferPointer(start: comma.utf8Start, count: hasBefore && hasAfter ? 1 : 0)
+                            }
+                            pieces[4] = tailBytes
+                            body(UnsafeBufferPointer(pieces))
+                        }
+                    }
+                }
+            }
         }
-        put(tail)
-        put(newline ? "}\n" : "}")
     }
 
-    private func write(correlationId: String?, into out: inout [UInt8]) {
-        out += head
-        let hasBefore = head.count > 1, hasAfter = tail.count > 1
-        if let correlationId {
-            if hasBefore { out.append(UInt8(ascii: ",")) }
-            out += #""correlationId":"#.utf8
-            JSONWriter.writeWireString(correlationId, into: &out)
-            if hasAfter { out.append(UInt8(ascii: ",")) }
-        } else if hasBefore && hasAfter {
-            out.append(UInt8(ascii: ","))
-        }
-        out += tail
+    /// `"correlationId":"…"` with the commas it needs on either side; nil for no correlation id.
+    private func correlationIdMember(_ correlationId: String?) -> [UInt8]? {
+        guard let correlationId else { return nil }
+        var member: [UInt8] = []
+        if hasBefore { member.append(UInt8(ascii: ",")) }
+        member += #""correlationId":"#.utf8
+        JSONWriter.writeWireString(correlationId, into: &member)
+        if hasAfter { member.append(UInt8(ascii: ",")) }
+        return member
     }
 }

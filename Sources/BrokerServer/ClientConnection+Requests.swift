@@ -16,10 +16,10 @@ extension ClientConnection {
             if newline - consumed > limits.maxMessageBytes { return tooLarge() }
             var end = newline
             if end > consumed, pending[end - 1] == UInt8(ascii: "\r") { end -= 1 }
-            let line = Array(pending[consumed..<end])
+            let start = consumed
             consumed = newline + 1
             completedLine = true
-            handleLine(line)
+            if !answerRepeat(start..<end) { handleLine(Array(pending[start..<end])) }
         }
         if consumed > 0 {
             pending.removeFirst(consumed)
@@ -53,10 +53,23 @@ extension ClientConnection {
                                    message: "message larger than \(limits.maxMessageBytes) bytes; the connection is closed"))
     }
 
+    /// Answers the line in `pending[range]` if it is the request answered last, asked again (the usual case of an
+    /// app that asks for its token in a loop), without copying or parsing it. Like every remembered answer, not
+    /// counted in flight: it is over before this thread looks at its mail again, which is where a stop closes it.
+    private func answerRepeat(_ range: Range<Int>) -> Bool {
+        guard !state.isDraining else { return false }
+        let answer = pending.withUnsafeBytes { bytes in
+            router.repeatedAnswer(UnsafeRawBufferPointer(rebasing: bytes[range]), from: peer, memory: &memory)
+        }
+        guard let answer else { return false }
+        send(answer)
+        countRememberedAnswer()
+        return true
+    }
+
     private func handleLine(_ line: [UInt8]) {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
-        // A request asked before, whose answer still holds, is answered before it is even parsed. Not counted in
-        // flight: it is over before this thread looks at its mail again, which is where a stop closes it.
+        // A request asked before, whose answer still holds, is answered before it is even parsed.
         if !state.isDraining, let answer = router.rememberedAnswer(line, from: peer, memory: &memory) {
             send(answer)
             countRememberedAnswer()
@@ -71,7 +84,10 @@ extension ClientConnection {
             // A cache hit is answered here, on the connection's thread; anything else goes to a task.
             if state.begin() {
                 let answer = router.cachedAnswer(request, line: line, from: peer, memory: &memory)
-                if let answer { send(answer) }
+                if let answer {
+                    send(answer)
+                    awaitsNextHit = true
+                }
                 state.end(served: answer != nil)
                 if answer != nil { return }
             }
@@ -82,12 +98,8 @@ extension ClientConnection {
     }
 
     private func send(_ answer: RememberedAnswer) {
-        answerLine.removeAll(keepingCapacity: true)
-        answerLine.reserveCapacity(answer.text.answerLineCapacity(id: answer.id, correlationId: answer.correlationId))
-        answer.text.writeAnswerLine(id: answer.id, correlationId: answer.correlationId, newline: true) {
-            answerLine.append(contentsOf: $0)
-        }
-        sendLine(answerLine)
+        answer.text.withAnswerLinePieces(id: answer.id, correlationId: answer.correlationId) { sendLine(pieces: $0) }
+        awaitsNextHit = true
     }
 
     // MARK: Running requests
@@ -95,6 +107,7 @@ extension ClientConnection {
     private static let shuttingDown = RPCError(code: RPCErrorCode.shuttingDown, message: "brokerd is shutting down")
 
     private func runSingle(_ request: RPCRequest) {
+        awaitsNextHit = false
         guard commit(1) else { return }  // claimed for eviction: the eviction's error answers instead
         // Counted until the answer is written, so a graceful stop never closes a connection under an answer.
         guard state.begin() else {
@@ -107,6 +120,7 @@ extension ClientConnection {
 
     /// Refuses a batch over `maxBatchSize` whole; otherwise runs its members as slots are free (each member holds one).
     private func runBatch(_ items: [Result<RPCRequest, RPCFailure>]) {
+        awaitsNextHit = false
         guard items.count <= limits.maxBatchSize else {
             logger.warning("batch refused: too many members", metadata: [
                 "client_pid": "\(peer.pid)", "members": "\(items.count)", "limit": "\(limits.maxBatchSize)",

@@ -18,6 +18,9 @@ import Musl
 /// connection's hits take (its remembered answers are its own, the counters atomics), since a lock that every
 /// thread takes is one that a preempted holder makes them all wait on (README, "Performance").
 ///
+/// It waits in poll (the socket and an eventfd that other threads post to), except right after a cache hit: the
+/// app's next request is then read with one blocking read, bounded at `nextHitWait` (see `readNextHit`).
+///
 /// Limits, so that one client cannot starve the daemon or the others: each request and each batch member holds one
 /// of `maxInFlightPerConnection` slots; input is not read (nor are lines already read handled) while the slots are
 /// full or while the client does not take its answers; a begun line must end within `lineTimeout`; a connection
@@ -59,8 +62,9 @@ final class ClientConnection: @unchecked Sendable {
     private var outputSent = 0
     /// Remembered answers and the count of repeated hits for the log.
     var memory = ConnectionMemory()
-    /// Reused for each answer to a repeated request (no allocation per cache hit).
-    var answerLine: [UInt8] = []
+    /// A cache hit was answered on this thread and nothing else has been asked since: the next request is waited
+    /// for in a blocking read (`readNextHit`).
+    var awaitsNextHit = false
     /// False from when more than `highWater` bytes of answers wait for the client until they are down to `lowWater`.
     var writable = true
     var inFlight = 0
@@ -71,6 +75,8 @@ final class ClientConnection: @unchecked Sendable {
     private var holdsInput = false
     /// The client closed its end: nothing is read or polled any more; the next write fails and ends the connection.
     private var peerGone = false
+    /// SO_RCVTIMEO could not be set: every read goes through poll.
+    private var noBlockingReads = false
     private var lastRead: Int64 = 0
     /// When the current unfinished line began (nil when there is none, or while brokerd is not reading).
     var partialLineSince: Int64?
@@ -205,6 +211,11 @@ final class ClientConnection: @unchecked Sendable {
     }
 
     private func serve() {
+        var wait = timeval(tv_sec: 0, tv_usec: Int(Self.nextHitWait * 1000))
+        if setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size)) != 0 {
+            awaitsNextHit = false  // without the bound, a blocking read could outwait a stop: poll only
+            noBlockingReads = true
+        }
         while case .serving = phase {
             handleLines()
             // Lines left while the connection takes no work (slots full, answers unread) keep it busy too.
@@ -215,7 +226,7 @@ final class ClientConnection: @unchecked Sendable {
             guard case .serving = phase else { return }
             // The client has sent its last request and has its answers, or is gone: nothing more can happen here.
             if peerGone || (inputClosed && inFlight == 0 && waiting.isEmpty && output.isEmpty) { return }
-            waitForEvents()
+            if mayReadNextHit { readNextHit() } else { waitForEvents() }
         }
     }
 
@@ -280,8 +291,32 @@ final class ClientConnection: @unchecked Sendable {
         }
     }
 
-    private func readInput() {
-        let count = recv(fd, readChunk.baseAddress, readChunk.count, Int32(MSG_DONTWAIT))
+    /// How long the connection of an app that asks for a cached token waits for its next request in a blocking
+    /// read, in milliseconds, before it goes back to poll.
+    static let nextHitWait = 20
+
+    /// Whether to wait for the next request in a blocking read: right after a cache hit answered on this thread,
+    /// with nothing running, queued, unfinished or subscribed, so that nothing but the client has anything for this
+    /// thread, except a stop or a notification (a sign-in elsewhere), which then waits at most `nextHitWait`.
+    private var mayReadNextHit: Bool {
+        awaitsNextHit && !noBlockingReads && !inputClosed && pending.isEmpty && outputSent == output.count && mayTakeWork
+            && inFlight == 0 && !link.hasSubscriptions
+    }
+
+    /// An app that asks for a cached token in a loop sends its next request within microseconds: one blocking read
+    /// (bounded by SO_RCVTIMEO) takes it with one system call, where poll and a read take two, each a few percent of
+    /// a hit. Busy for the whole wait, like a read after poll: an eviction cannot take a request this read has taken.
+    private func readNextHit() {
+        guard commit(1) else {
+            awaitsNextHit = false  // claimed for eviction: poll reads the mail that says so
+            return
+        }
+        holdsInput = true
+        readInput(blocking: true)
+    }
+
+    private func readInput(blocking: Bool = false) {
+        let count = recv(fd, readChunk.baseAddress, readChunk.count, blocking ? 0 : Int32(MSG_DONTWAIT))
         if count > 0 {
             pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: readChunk[..<count]))
             lastRead = Threads.nowMilliseconds()
@@ -289,7 +324,9 @@ final class ClientConnection: @unchecked Sendable {
             // No more bytes will come: an unfinished line stays unfinished, and is no reason to close.
             inputClosed = true
             partialLineSince = nil
-        } else if errno != EAGAIN, errno != EWOULDBLOCK, errno != EINTR {
+        } else if errno == EAGAIN || errno == EWOULDBLOCK {
+            awaitsNextHit = false  // the blocking read's time is up (or poll was wrong): poll from now on
+        } else if errno != EINTR {
             logger.debug("connection error", metadata: ["errno": "\(errno)"])
             phase = .closing
         }
@@ -386,6 +423,48 @@ final class ClientConnection: @unchecked Sendable {
         outputSent = 0
         output.append(contentsOf: line[sent...])
         updateWritable()
+    }
+
+    /// Writes a whole line given as pieces (with its newline) in one gathering write when nothing is queued before
+    /// it; what the socket does not take waits for POLLOUT.
+    func sendLine(pieces: UnsafeBufferPointer<UnsafeRawBufferPointer>) {
+        let queued = outputSent < output.count
+        let sent = queued ? 0 : sendGathered(pieces)
+        let total = pieces.reduce(0) { $0 + $1.count }
+        guard sent < total, case .serving = phase else { return }
+        if !queued {
+            output.removeAll(keepingCapacity: true)
+            outputSent = 0
+        }
+        var skip = sent
+        for piece in pieces {
+            if skip >= piece.count {
+                skip -= piece.count
+                continue
+            }
+            output.append(contentsOf: UnsafeRawBufferPointer(rebasing: piece[skip...]))
+            skip = 0
+        }
+        updateWritable()
+    }
+
+    private func sendGathered(_ pieces: UnsafeBufferPointer<UnsafeRawBufferPointer>) -> Int {
+        withUnsafeTemporaryAllocation(of: iovec.self, capacity: pieces.count) { vectors in
+            for (index, piece) in pieces.enumerated() {
+                vectors[index] = iovec(iov_base: UnsafeMutableRawPointer(mutating: piece.baseAddress), iov_len: piece.count)
+            }
+            var message = msghdr()
+            message.msg_iov = vectors.baseAddress
+            message.msg_iovlen = pieces.count
+            while true {
+                let count = sendmsg(fd, &message, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                if count >= 0 { return count }
+                if errno == EINTR { continue }
+                // EPIPE, ECONNRESET: the client is gone, and with it everything still to be written.
+                if errno != EAGAIN, errno != EWOULDBLOCK, case .serving = phase { phase = .closing }
+                return 0
+            }
+        }
     }
 
     private func flushOutput() {

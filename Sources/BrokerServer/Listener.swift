@@ -70,7 +70,7 @@ final class Listener: Sendable {
                 return fds[1].revents != 0
             }
             if stopping { return }
-            let client = brokerd_accept_nonblocking(fd)
+            let client = brokerd_accept_cloexec(fd)
             guard client >= 0 else {
                 let error = errno
                 if error == EAGAIN || error == EINTR || error == ECONNABORTED { continue }

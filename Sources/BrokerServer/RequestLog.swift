@@ -86,21 +86,29 @@ final class RequestLog: Sendable {
     /// A connection has one peer and these are all successful silent requests, so one key. Times are monotonic
     /// nanoseconds (`Threads.nowNanoseconds`): this runs on every hit.
     struct Local {
-        private var key: Key?
+        private var key: Key? {
+            didSet { holdsKey = key != nil }
+        }
+        private var holdsKey = false  // key != nil, without copying the key on every hit
         private var opened: UInt64 = 0
         private var repeated = 0
         private var slowestMicros: Int64 = 0
 
         mutating func record(_ key: Key, micros: Int64, at now: UInt64, into log: RequestLog) {
-            if self.key == key, now &- opened < log.windowNanoseconds {
-                repeated += 1
-                slowestMicros = max(slowestMicros, micros)
-                return
-            }
+            if self.key == key, countRepeat(micros: micros, at: now, window: log.windowNanoseconds) { return }
             handOver(into: log)
             self.key = key
             opened = now
             log.record(key, micros: micros)
+        }
+
+        /// Counts a hit as a repeat of the key this tally holds if its window is still open; false when the hit must
+        /// be recorded (`record`). Every hit a connection answers has the same key, so it need not be made for this.
+        mutating func countRepeat(micros: Int64, at now: UInt64, window: UInt64) -> Bool {
+            guard holdsKey, now &- opened < window else { return false }
+            repeated += 1
+            slowestMicros = max(slowestMicros, micros)
+            return true
         }
 
         /// When the window with repeats in it ends (monotonic nanoseconds); nil when there are none to hand over.

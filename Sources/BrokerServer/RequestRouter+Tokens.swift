@@ -21,7 +21,17 @@ extension RequestRouter {
     /// one the memo holds (or its answer no longer holds).
     func rememberedAnswer(_ line: [UInt8], from peer: PeerIdentity, memory: inout ConnectionMemory) -> RememberedAnswer? {
         let started = Threads.nowNanoseconds()
-        guard let shape = RequestLineShape(line), let answer = memory.answers.answer(to: shape, broker: broker) else { return nil }
+        guard let shape = RequestLineShape(line), let answer = memory.answers.answer(to: shape, line: line, broker: broker)
+        else { return nil }
+        logHit(from: peer, since: started, into: &memory.log)
+        return answer
+    }
+
+    /// The answer to the request this connection had answered last, asked again (`SilentAnswerMemo`); nil for any
+    /// other line. Compares bytes only: it runs before anything else on every line.
+    func repeatedAnswer(_ line: UnsafeRawBufferPointer, from peer: PeerIdentity, memory: inout ConnectionMemory) -> RememberedAnswer? {
+        let started = Threads.nowNanoseconds()
+        guard let answer = memory.answers.answer(repeating: line, broker: broker) else { return nil }
         logHit(from: peer, since: started, into: &memory.log)
         return answer
     }
@@ -37,7 +47,7 @@ extension RequestRouter {
               let text = try? TokenResultText(Self.result(hit.outcome, account: hit.account, correlationId: nil))
         else { return nil }
         if let shape = RequestLineShape(line), shape.id == id, shape.correlationId == .some(p.correlationId) {
-            memory.answers.remember(.init(text: text, freshness: hit.freshness), for: shape.key)
+            memory.answers.remember(.init(text: text, freshness: hit.freshness), for: shape, line: line)
         }
         let json = text.json(correlationId: p.correlationId)
         logHit(from: peer, since: started, into: &memory.log)

@@ -81,8 +81,10 @@ final class RequestRouter: Sendable {
     func logHit(from peer: PeerIdentity, since started: UInt64, into local: inout RequestLog.Local) {
         guard logger.logLevel <= .info else { return }
         let now = Threads.nowNanoseconds()
+        let micros = Int64((now &- started) / 1000)
+        if local.countRepeat(micros: micros, at: now, window: requestLog.windowNanoseconds) { return }
         local.record(.init(method: BrokerMethod.acquireTokenSilently.rawValue, outcome: "ok", pid: peer.pid,
-                           executable: peer.executable), micros: Int64((now &- started) / 1000), at: now, into: requestLog)
+                           executable: peer.executable), micros: micros, at: now, into: requestLog)
     }
 
     private func dispatch(_ request: RPCRequest, link: ConnectionLink) async -> Result<[UInt8], RPCError> {

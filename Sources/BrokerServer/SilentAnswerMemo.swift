@@ -8,8 +8,10 @@ import BrokerProtocol
 /// token's buffer or `refresh_on`), and then every remembered answer goes at once.
 ///
 /// Keyed by the request line as sent, less its id and correlation id (`RequestLineShape`): a repeated request is
-/// recognised before it is parsed, and its id and correlation id go into the answer as it leaves. One per
-/// connection, touched only on its thread: a hit takes no lock that another connection's hits take.
+/// recognised before it is parsed, and its id and correlation id go into the answer as it leaves. The request
+/// answered last is also kept as a pattern (`RepeatedRequestPattern`): the same request asked again, the usual case,
+/// is recognised by comparing bytes, without making a key. One per connection, touched only on its thread: a hit
+/// takes no lock that another connection's hits take.
 struct SilentAnswerMemo {
     struct Answer {
         var text: TokenResultText
@@ -20,22 +22,42 @@ struct SilentAnswerMemo {
     static let capacity = 64
 
     private var answers: [RequestLineShape.Key: Answer] = [:]
+    private var last: (pattern: RepeatedRequestPattern, answer: Answer)?
+
+    /// The answer to `line` when it is the request answered last, asked again, and that answer still holds.
+    mutating func answer(repeating line: UnsafeRawBufferPointer, broker: Broker) -> RememberedAnswer? {
+        guard let values = last?.pattern.match(line) else { return nil }
+        guard broker.isStillFresh(&last!.answer.freshness) else {
+            forget()
+            return nil
+        }
+        return RememberedAnswer(text: last!.answer.text, id: values.id, correlationId: values.correlationId)
+    }
 
     /// The answer to a request the memo holds, while its answer is still the answer; nil otherwise (and when the
     /// answer went stale, nothing is kept). The line's own id and correlation id go into it as it is written.
-    mutating func answer(to shape: RequestLineShape, broker: Broker) -> RememberedAnswer? {
+    mutating func answer(to shape: RequestLineShape, line: [UInt8], broker: Broker) -> RememberedAnswer? {
         guard let id = shape.id, let correlationId = shape.correlationId,
               let index = answers.index(forKey: shape.key) else { return nil }
         guard broker.isStillFresh(&answers.values[index].freshness) else {
-            answers = [:]  // what made this one stale made the rest stale too, or will soon
+            forget()
             return nil
         }
+        last = (RepeatedRequestPattern(line: line, shape: shape), answers.values[index])
         return RememberedAnswer(text: answers.values[index].text, id: id, correlationId: correlationId)
     }
 
-    mutating func remember(_ answer: Answer, for key: RequestLineShape.Key) {
+    /// `shape` must be that of `line`, a request that parsed with the id and correlation id the shape reads.
+    mutating func remember(_ answer: Answer, for shape: RequestLineShape, line: [UInt8]) {
         if answers.count >= Self.capacity { answers = [:] }
-        answers[key] = answer
+        answers[shape.key] = answer
+        last = (RepeatedRequestPattern(line: line, shape: shape), answer)
+    }
+
+    /// What made one answer stale made the rest stale too, or will soon.
+    private mutating func forget() {
+        answers = [:]
+        last = nil
     }
 }
 

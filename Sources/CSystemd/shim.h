@@ -158,13 +158,14 @@ static inline int brokerd_close_notification(sd_bus *bus, uint32_t id, char *err
 
 // accept4 and eventfd, which Swift's Glibc module does not show (a GNU extension, a header it leaves out): the
 // connection and the wake-up descriptors of brokerd's socket front end must be close-on-exec from the start (the
-// browser it spawns must not inherit them) and non-blocking.
+// browser it spawns must not inherit them). A connection is left blocking (each read and write says MSG_DONTWAIT,
+// except the read that waits for an app's next request after a cache hit); the wake-up descriptor is non-blocking.
 #include <sys/socket.h>
 #include <sys/eventfd.h>
 extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
 
-static inline int brokerd_accept_nonblocking(int fd) {
-    return accept4(fd, 0, 0, SOCK_CLOEXEC | SOCK_NONBLOCK);
+static inline int brokerd_accept_cloexec(int fd) {
+    return accept4(fd, 0, 0, SOCK_CLOEXEC);
 }
 
 static inline int brokerd_eventfd_nonblocking(void) {

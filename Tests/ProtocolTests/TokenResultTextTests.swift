@@ -37,4 +37,23 @@ final class TokenResultTextTests: XCTestCase {
             XCTAssertNoThrow(try JSONReader.parse(json))
         }
     }
+
+    func testTheAnswerLinePiecesAreTheEnvelopeTheFullPathWrites() throws {
+        var result = CoderSamples.tokenResult
+        var bare = result
+        bare.idToken = nil
+        bare.grantedScopes = []
+        for sample in [result, bare] {
+            let text = try TokenResultText(sample)
+            for (id, correlationId) in [("1", nil), (#""req-7""#, "c-1"), ("123456789012345", #"q""#)] as [(String, String?)] {
+                var pieces: [UInt8] = []
+                text.withAnswerLinePieces(id: id, correlationId: correlationId) { for piece in $0 { pieces += piece } }
+                result = sample
+                result.correlationId = correlationId
+                let expected = RPCEnvelope.success(id: id, resultJSON: try ProtocolCoding.encode(result)) + [UInt8(ascii: "\n")]
+                XCTAssertEqual(pieces, expected, "id \(id)")
+                XCTAssertEqual(text.answerLine(id: id, correlationId: correlationId), Array(expected.dropLast()))
+            }
+        }
+    }
 }

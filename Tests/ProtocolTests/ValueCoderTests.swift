@@ -424,7 +424,8 @@ private struct ThroughCodable: Codable {
     func encode(to encoder: Encoder) throws { try value.encode(to: encoder) }
 }
 
-private struct SplitMix {
+/// A small seeded generator (SplitMix64), so that a failing input can be made again; shared by this target's tests.
+struct SplitMix {
     var state: UInt64
     init(seed: UInt64) { state = seed }
     mutating func next() -> UInt64 {

@@ -1,0 +1,117 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// A request line that was answered from the cache, kept as a pattern for the next line: an app that asks for its
+/// token again sends the same line with another id (and perhaps another correlation id). Such a line is recognised
+/// by comparing bytes with the pattern around those two values, without the scan and the key that
+/// `RequestLineShape` makes (most of the cost of a repeated request, measured).
+///
+/// Why a match is the same request: the pattern is a line that parsed as a valid request, and its shape found where
+/// its id and correlation id values lie. A line that is the pattern byte for byte except that each of those values is
+/// another complete scalar (checked here: a plain integer or a string without escapes for the id, a string without
+/// escapes or null for the correlation id) is the same JSON with those two values replaced.
+public struct RepeatedRequestPattern: Sendable {
+    private let line: [UInt8]
+    private let idRange: Range<Int>
+    private let correlationIdRange: Range<Int>?
+    /// The pattern's own id: many clients send the same id every time.
+    private let id: String
+
+    /// The values of a matching line: the id as its JSON text (as `RPCEnvelope` keeps it), the correlation id as its
+    /// string value (nil for none).
+    public struct Values {
+        public var id: String
+        public var correlationId: String?
+    }
+
+    /// `shape` must have been made from `line`.
+    public init(line: [UInt8], shape: RequestLineShape) {
+        self.line = line
+        idRange = shape.idRange
+        correlationIdRange = shape.correlationIdRange
+        id = String(decoding: line[shape.idRange], as: UTF8.self)
+    }
+
+    /// The id and correlation id of `candidate` (a line without its newline) when it is this request asked again;
+    /// nil when it differs anywhere else, or when a value is one this comparison does not take (the caller then
+    /// reads the line the usual way).
+    public func match(_ candidate: UnsafeRawBufferPointer) -> Values? {
+        guard let base = candidate.baseAddress, candidate.count > 0 else { return nil }
+        return line.withUnsafeBytes { pattern -> Values? in
+            var values = Values(id: "", correlationId: nil)
+            var inPattern = 0, inCandidate = 0
+            /// Compares up to `cut` and reads the candidate's value in its place; false at the first difference.
+            func take(_ cut: Range<Int>, isId: Bool) -> Bool {
+                let same = cut.lowerBound - inPattern
+                guard candidate.count - inCandidate >= same,
+                      memcmp(base + inCandidate, pattern.baseAddress! + inPattern, same) == 0,
+                      let end = Self.valueEnd(candidate, from: inCandidate + same) else { return false }
+                let value = UnsafeRawBufferPointer(rebasing: candidate[(inCandidate + same)..<end])
+                if isId {
+                    if value.count == idRange.count,
+                       memcmp(value.baseAddress!, pattern.baseAddress! + idRange.lowerBound, value.count) == 0 {
+                        values.id = id
+                    } else {
+                        guard let id = Self.id(value) else { return false }
+                        values.id = id
+                    }
+                } else {
+                    guard let correlationId = Self.correlationId(value) else { return false }
+                    values.correlationId = correlationId
+                }
+                inCandidate = end
+                inPattern = cut.upperBound
+                return true
+            }
+            if let correlation = correlationIdRange, correlation.lowerBound < idRange.lowerBound {
+                guard take(correlation, isId: false), take(idRange, isId: true) else { return nil }
+            } else {
+                guard take(idRange, isId: true) else { return nil }
+                if let correlation = correlationIdRange, !take(correlation, isId: false) { return nil }
+            }
+            let rest = pattern.count - inPattern
+            guard candidate.count - inCandidate == rest,
+                  rest == 0 || memcmp(base + inCandidate, pattern.baseAddress! + inPattern, rest) == 0 else { return nil }
+            return values
+        }
+    }
+
+    /// Past the value that starts at `start`: a string through its closing quote (nil if it has an escape or a
+    /// control character, or does not end), anything else through the last byte before one that ends a JSON word.
+    private static func valueEnd(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {
+        guard start < bytes.count else { return nil }
+        var index = start
+        if bytes[start] == UInt8(ascii: "\"") {
+            index += 1
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == UInt8(ascii: "\"") { return index + 1 }
+                if byte == UInt8(ascii: "\\") || byte < 0x20 { return nil }
+                index += 1
+            }
+            return nil
+        }
+        while index < bytes.count, !RequestLineShape.Scanner.ends(bytes[index]) { index += 1 }
+        return index > start ? index : nil
+    }
+
+    private static func id(_ text: UnsafeRawBufferPointer) -> String? {
+        if RequestLineShape.isPlainInteger(text) { return String(decoding: text, as: UTF8.self) }
+        guard text.count >= 2, text[0] == UInt8(ascii: "\""), isUTF8(text) else { return nil }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// `.some(nil)` for null; nil when it is neither null nor a string (a string here has no escapes).
+    private static func correlationId(_ text: UnsafeRawBufferPointer) -> String?? {
+        if text.elementsEqual("null".utf8) { return .some(nil) }
+        guard text.count >= 2, text[0] == UInt8(ascii: "\""), isUTF8(text) else { return nil }
+        return .some(String(decoding: UnsafeRawBufferPointer(rebasing: text[1..<(text.count - 1)]), as: UTF8.self))
+    }
+
+    private static func isUTF8(_ text: UnsafeRawBufferPointer) -> Bool {
+        text.allSatisfy { $0 < 0x80 } || String(validating: text, as: UTF8.self) != nil
+    }
+}
