@@ -4,7 +4,8 @@
 #   1. a C line-echo server on AF_UNIX driven by our C load client with brokerd's exact request line: the floor;
 #   2. brokerd's acquireTokenSilently cache hit, the same client and line, at 1 account and at 10,000 accounts /
 #      100,000 access tokens (1 client and 64 concurrent clients; the 64-client rate in three rounds, each after a
-#      run of the echo server, against whose median it is taken);
+#      run of the echo server, against whose median it is taken; the single-client p50 against msal-python in three
+#      rounds, each after a msal-python loop on the same core, median against median);
 #   3. msal-python's in-process acquire_token_silent on the same cache documents (what an app does without brokerd);
 #   4. whole processes: brokerctl token vs brokerctl --help, and a Python process doing msal's silent call;
 #   5. cold start under systemd-socket-activate with a 1,000-account cache;
@@ -204,6 +205,7 @@ load_runs() {
             note "$prefix, 1 client ($tag): not measured ($(tail -n 2 "$work/load.err" | tr '\n' ' '))"
         fi
     done
+    case $prefix in one | big) msal_rounds "$prefix" "$sock" "$request" "$@" ;; esac
     [[ -n $second_cpu ]] && taskset -a -p -c "$all_cpus" "$server" >/dev/null
     case $prefix in
         one | big) alternating_rounds "$prefix" "$sock" "$request" "$@" ;;
@@ -240,10 +242,58 @@ alternating_rounds() {  # PREFIX SOCKET REQUEST EXPECT...
         fi
     done
     stop_daemon "$side"
-    median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
     ((${#rates[@]})) && record "${prefix}64_rps" "$(median "${rates[@]}")" && record "${prefix}64_p50_us" "$(median "${p50s[@]}")"
     ((${#echo_rates[@]})) && record "${prefix}64echo_rps" "$(median "${echo_rates[@]}")"
     record "${prefix}64_rounds" "$rounds"
+}
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
+# brokerd's single-client p50 is compared with msal-python's in-process p50 the same way: three rounds, each a
+# msal-python loop (one process, which loaded the same document once, answering a line on its stdin with a round)
+# just before a brokerd run, both on the first CPU with brokerd pinned there too. Each side's median is the figure
+# (PREFIXalt_p50_us, msalPREFIXalt_p50_us); the rounds are recorded as they were (PREFIXalt_rounds). Measured
+# minutes apart, as section 3 and section 2 are, either p50 can move by a fifth (README, "Performance"). The big
+# rounds also run the 1-account daemon (kept for this), so that 10,000 is compared with 1 in the same rounds too
+# (bigone_p50_us).
+msal_rounds() {  # PREFIX SOCKET REQUEST EXPECT...
+    local prefix=$1 sock=$2 request=$3 doc=$doc_one round figures to_msal pin=() ours=() theirs=() ones=() rounds=""
+    local with_one=0
+    shift 3
+    [[ $prefix == big ]] && doc=$doc_big
+    [[ $prefix == big && -n ${one_pid:-} ]] && with_one=1
+    [[ -n $second_cpu ]] && pin=(taskset -c "$first_cpu")
+    ((with_one)) && [[ -n $second_cpu ]] && taskset -a -p -c "$first_cpu" "$one_pid" >/dev/null
+    coproc msal_side { "${pin[@]}" "$py" "$bench/msal_silent.py" "$doc" "$doc.meta.json" --count "$msal_calls" \
+        --warmup "$warm" --rounds-on-stdin 2>"$work/msal-rounds.err"; }
+    to_msal=${msal_side[1]}
+    for round in 1 2 3; do
+        echo round >&"$to_msal"
+        if ! read -r figures <&"${msal_side[0]}" || [[ $(field "$figures" errors) != 0 || $(field "$figures" http_calls) != 0 ]]; then
+            note "$prefix, msal-python round $round: not measured ($(tail -n 2 "$work/msal-rounds.err" | tr '\n' ' '))"
+            break
+        fi
+        theirs+=("$(field "$figures" p50_us)")
+        if figures=$("${pin[@]}" "$load" "$sock" "$request" --count "$seq" --warmup "$warm" "$@" 2>"$work/load.err"); then
+            ours+=("$(field "$figures" p50_us)")
+            rounds+="${rounds:+, }${ours[-1]} / ${theirs[-1]}"
+        else
+            note "$prefix, 1 client, round $round: not measured ($(tail -n 2 "$work/load.err" | tr '\n' ' '))"
+        fi
+        ((with_one)) || continue
+        if figures=$("${pin[@]}" "$load" "$one_sock" "$req_one" --count "$seq" --warmup "$warm" "${one_expect[@]}" \
+            2>"$work/load.err"); then
+            ones+=("$(field "$figures" p50_us)")
+            rounds+=" / ${ones[-1]}"
+        else
+            note "1 account, 1 client, big round $round: not measured ($(tail -n 2 "$work/load.err" | tr '\n' ' '))"
+        fi
+    done
+    ((with_one)) && [[ -n $second_cpu ]] && taskset -a -p -c "$all_cpus" "$one_pid" >/dev/null
+    ((${#ones[@]})) && record bigone_p50_us "$(median "${ones[@]}")"
+    exec {to_msal}>&-
+    wait "$msal_side_PID" 2>/dev/null || true
+    ((${#ours[@]})) && record "${prefix}alt_p50_us" "$(median "${ours[@]}")"
+    ((${#theirs[@]})) && record "msal${prefix}alt_p50_us" "$(median "${theirs[@]}")"
+    record "${prefix}alt_rounds" "$rounds µs"
 }
 import_how="brokerctl import FILE"
 import_doc() {  # SOCKET FILE
@@ -268,7 +318,8 @@ if start_daemon one "$work/state-one" "$version_request"; then
     sleep 0.5  # idle: let start-up work settle
     record rss_idle_mib "$(rss_mib "$pid" VmRSS)"
     if import_doc "$sock" "$doc_one"; then
-        load_runs one "$pid" "$sock" "$req_one" "${expect_cache[@]}" --expect "\"accessToken\":\"$token_one\""
+        one_expect=("${expect_cache[@]}" --expect "\"accessToken\":\"$token_one\"")
+        load_runs one "$pid" "$sock" "$req_one" "${one_expect[@]}"
         # The echo server once more, replying with this answer instead of the request line (for information: the floor
         # of moving an answer of this size; brokerd's targets stay against the plain echo).
         answer_one=$work/answer-one.json
@@ -297,10 +348,11 @@ open(sys.argv[3], "wb").write(data)' "$sock" "$req_one" "$answer_one"; then
             --scope "$(meta "$doc_one" scope)" --socket "$sock"); then
             record_all token "$figures"
         else note "brokerctl token did not print the cached token"; fi
+        one_pid=$pid one_sock=$sock  # kept for the big rounds (msal_rounds)
     else
         note "import of the 1-account document failed"
+        stop_daemon "$pid"
     fi
-    stop_daemon "$pid"
 else
     note "brokerd did not start (fresh state)"
 fi
@@ -360,6 +412,8 @@ for i, hid in enumerate(json.load(open(sys.argv[1]))["removable"][: int(sys.argv
         note "brokerd did not answer after a restart with the $big_accounts-account cache"
     fi
 fi
+
+[[ -n ${one_pid:-} ]] && stop_daemon "$one_pid"
 
 # --- 5. cold start ----------------------------------------------------------------------------------------------
 step "cold start ($cold_runs runs)"

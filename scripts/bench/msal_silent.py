@@ -3,6 +3,9 @@
 
     msal_silent.py CACHE.json META.json [--count N] [--warmup N]   # in-process loop, prints one key=value line
     msal_silent.py CACHE.json META.json --once                     # one call, for timing a whole process
+    msal_silent.py CACHE.json META.json --rounds-on-stdin [--count N] [--warmup N]
+        # loads once, then one timed loop (one key=value line) for each line read on stdin: bench.sh alternates
+        # these rounds with brokerd's, so that both sides are measured under the same conditions
 
 The cache document and META (from make_cache.py) are the ones brokerd serves, so both answer for the same entry.
 The app gets an in-memory HTTP client that answers only instance discovery and the authority's OpenID
@@ -72,6 +75,7 @@ def main():
     parser.add_argument("--count", type=int, default=20000)
     parser.add_argument("--warmup", type=int, default=2000)
     parser.add_argument("--once", action="store_true")
+    parser.add_argument("--rounds-on-stdin", action="store_true")
     args = parser.parse_args()
 
     started = time.perf_counter()
@@ -96,9 +100,21 @@ def main():
         print("ok" if ok else f"msal_silent.py: not the cached token: {str(result)[:300]}")
         return 0 if ok else 1
 
+    if not args.rounds_on_stdin:
+        return timed_loop(app, http, scopes, account, expected, args.warmup, args.count, loaded)
+    status = 0
+    for _ in sys.stdin:
+        status |= timed_loop(app, http, scopes, account, expected, args.warmup, args.count, loaded)
+        sys.stdout.flush()
+    return status
+
+
+def timed_loop(app, http, scopes, account, expected, warmup, count, loaded):
+    """warmup + count calls; prints the figures of the last count as one line. 1 on any wrong answer or HTTP call."""
+    import msal
     errors, first_error, latencies = 0, None, []
-    for i in range(args.warmup + args.count):
-        if i == args.warmup:
+    for i in range(warmup + count):
+        if i == warmup:
             calls_before = http.calls
         t0 = time.perf_counter_ns()
         result = app.acquire_token_silent(scopes, account)
@@ -106,7 +122,7 @@ def main():
         if not result or result.get("access_token") != expected or result.get("token_source") != "cache":
             errors += 1
             first_error = first_error or str(result)[:300]
-        if i >= args.warmup:
+        if i >= warmup:
             latencies.append(t1 - t0)
     timed_calls = http.calls - calls_before
     latencies.sort()
@@ -118,7 +134,6 @@ def main():
           f"p50_us={percentile(latencies, 0.5) / 1000:.1f} p99_us={percentile(latencies, 0.99) / 1000:.1f} "
           f"mean_us={sum(latencies) / len(latencies) / 1000:.1f} load_s={loaded:.2f}")
     return 1 if errors or timed_calls else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
