@@ -176,6 +176,32 @@ func silentHitBenchmarks() {
     } teardown: {
         await shutDownBrokers()
     }
+
+    // The same request as the one answered last (SilentAnswerMemo's pattern): the line compared with the last one
+    // around its id and correlation id, the broker asked whether the answer still holds, the answer's pieces made
+    // for one gathering write (summed here instead of written).
+    Benchmark("Silent hit: the last request again, request line to answer pieces (1 account)") {
+        (benchmark, state: (BrokerState, [UInt8], TokenResultText, HitFreshness, RepeatedRequestPattern)) in
+        let (broker, line, text, pattern) = (state.0.broker, state.1, state.2, state.4)
+        var freshness = state.3
+        for _ in benchmark.scaledIterations {
+            guard let values = line.withUnsafeBytes({ pattern.match($0) }), broker.isStillFresh(&freshness)
+            else { fatalError("not the same request, or the remembered answer is stale") }
+            text.withAnswerLinePieces(id: values.id, correlationId: values.correlationId) { pieces in
+                blackHole(pieces.reduce(0) { $0 + $1.count })
+            }
+        }
+    } setup: {
+        let state = try await BrokerState(accounts: 1)
+        liveBrokers.append(state)
+        guard let hit = state.broker.cachedSilentToken(state.request) else { throw BenchmarkSetupError("cache miss") }
+        let text = try TokenResultText(tokenResult(hit.outcome, account: hit.account, correlationId: nil))
+        let line = requestLine(for: state.account)
+        guard let shape = RequestLineShape(line) else { throw BenchmarkSetupError("no shape") }
+        return (state, line, text, hit.freshness, RepeatedRequestPattern(line: line, shape: shape))
+    } teardown: {
+        await shutDownBrokers()
+    }
 }
 
 // MARK: 3. JSON-RPC: decoding an acquireTokenSilently request, encoding a TokenResult answer
