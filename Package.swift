@@ -113,7 +113,8 @@ let package = Package(
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOCore", package: "swift-nio"),
         ], path: "Examples/swift-profile"),
-        .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCache", "BrokerCore", "BrokerJSON", "BrokerConfig", "BrokerProtocol"],
+        .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCache", "BrokerCore", "BrokerJSON", "BrokerConfig", "BrokerProtocol",
+                                                      "BrokerStore"],
                     resources: [.copy("Fixtures")]),
         // docs/openrpc.json against the Swift protocol types (MethodCatalog): a missing method or field fails.
         .testTarget(name: "ProtocolTests", dependencies: ["BrokerProtocol", "BrokerJSON"]),

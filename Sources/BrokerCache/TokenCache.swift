@@ -130,7 +130,7 @@ public struct TokenCache: Sendable {
         }
     }
 
-    private static func asciiLower(_ byte: UInt8) -> UInt8 {
+    static func asciiLower(_ byte: UInt8) -> UInt8 {
         (byte >= 0x41 && byte <= 0x5A) ? byte | 0x20 : byte
     }
 

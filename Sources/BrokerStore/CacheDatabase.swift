@@ -31,15 +31,6 @@ public struct StoredRow: Sendable, Equatable {
     }
 }
 
-/// One change to the stored cache; a batch of them is applied atomically by `CacheDatabase.apply`.
-public enum RowChange: Sendable {
-    /// Inserts the row, or replaces the row with the same section and key.
-    case put(StoredRow)
-    case delete(section: String, key: String)
-    /// Removes every entry (the key check and schema stay).
-    case deleteAll
-}
-
 /// The token cache in SQLite: one row per entry, each secret sealed with AES-256-GCM, every `apply` one
 /// durable transaction whose cost grows with the change, not with the cache.
 ///
@@ -185,6 +176,25 @@ public final class CacheDatabase: @unchecked Sendable {
         try eachRow("SELECT section, key, body, sealed, account FROM entries", body)
     }
 
+    /// Every row whose rowid is in `rowids`, as `forEachRow` gives them: one part of a load made in parts, each on
+    /// a connection of its own (`rowidBounds` gives the whole range).
+    public func forEachRow(rowids: ClosedRange<Int64>, _ body: (StoredRow) throws -> Void) throws -> [String] {
+        try eachRow("SELECT section, key, body, sealed, account FROM entries WHERE rowid BETWEEN ?1 AND ?2",
+                    binding: [.int64(rowids.lowerBound), .int64(rowids.upperBound)], body)
+    }
+
+    /// The lowest and highest rowid, nil when there is no row (both ends of the rowid b-tree: no row is read).
+    public func rowidBounds() throws -> ClosedRange<Int64>? {
+        do {
+            return try connection.withStatement("SELECT min(rowid), max(rowid) FROM entries") { statement in
+                guard try statement.step(), !statement.isNull(0) else { return nil }
+                return statement.int64(0)...statement.int64(1)
+            }
+        } catch let error as SQLiteError {
+            throw Failure.sqlite(error)
+        }
+    }
+
     /// Rows per section: what a full load is about to read, so that it can size its tables once (the primary
     /// key's index answers this without reading a row).
     public func sectionCounts() throws -> [String: Int] {
@@ -250,7 +260,7 @@ public final class CacheDatabase: @unchecked Sendable {
         do {
             try connection.exec("BEGIN IMMEDIATE")
             do {
-                for change in changes { try write(change) }
+                for change in RowChange.inKeyOrder(changes) { try write(change) }
                 try connection.exec("COMMIT")
             } catch {
                 // A failed COMMIT or an I/O error may already have ended the transaction.

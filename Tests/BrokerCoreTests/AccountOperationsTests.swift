@@ -203,6 +203,42 @@ final class AccountOperationsTests: XCTestCase {
         XCTAssertEqual(cache.count(.refreshToken), 1)
     }
 
+    /// An access token is the same credential only for the same set of scopes: a subset, a superset or an overlap is
+    /// another token (added beside it); repeats, order and case do not matter.
+    func testMergeComparesAccessTokenScopesAsSets() {
+        var cache = TokenCache()
+        func hold(_ target: String) {
+            cache = TokenCache()
+            cache.add(.accessToken, accessToken(hid: alice, client: "client-a", realm: "home-tid", target: target,
+                                                secret: "fake-at-held", cachedAt: "1000"))
+        }
+        func merged(_ target: String) -> ImportReport {
+            var incoming = CacheDocument()
+            incoming.entries[.accessToken] = [
+                "key-\(target)": accessToken(hid: alice, client: "client-a", realm: "home-tid", target: target,
+                                             secret: "fake-at-\(target)", cachedAt: "2000"),
+            ]
+            var copy = cache
+            return copy.merge(incoming)
+        }
+        hold("User.Read Mail.Read")
+        for other in ["User.Read", "User.Read Mail.Read Files.Read", "Mail.Read Files.Read", "Files.Read", ""] {
+            let report = merged(other)
+            XCTAssertEqual([report.added, report.replaced], [1, 0], other)
+        }
+        for same in ["mail.read user.read", "USER.READ  Mail.Read Mail.Read", "Mail.Read\tUser.Read"] {
+            let report = merged(same)
+            XCTAssertEqual([report.added, report.replaced], [0, 1], same)
+        }
+        // A target that is not ASCII is compared by the general path, with Unicode case.
+        hold("Dätä.Read User.Read")
+        XCTAssertEqual(merged("user.read DÄTÄ.READ").replaced, 1)
+        XCTAssertEqual(merged("User.Read Data.Read").added, 1)
+        hold("")
+        XCTAssertEqual(merged(" ").replaced, 1, "no scopes is no scopes")
+        XCTAssertEqual(merged("User.Read").added, 1)
+    }
+
     func testMergeKeepsANewerRefreshToken() {
         var cache = TokenCache()
         cache.add(.refreshToken, refreshToken(hid: alice, client: "client-a", secret: "fake-rt-newer", lastModified: "2000"))

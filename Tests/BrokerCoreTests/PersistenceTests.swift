@@ -1,6 +1,7 @@
 import BrokerCache
 @testable import BrokerCore
 import BrokerJSON
+import BrokerStore
 import Foundation
 import Logging
 import XCTest
@@ -65,6 +66,67 @@ final class PersistenceTests: XCTestCase {
         XCTAssertLessThan(removal, imported)
         XCTAssertEqual(removal, report.accessTokens + report.idTokens + report.refreshTokens + 1,
                        "the removed entries and brokerd's state row (the account is now hidden from the app)")
+    }
+
+    /// A large cache is loaded in two parts at once (CacheStore.loadAll): the cache is the one a load in one part
+    /// gives, whichever part brokerd's state, token uses, unknown sections and unparsed entries are in, and a row
+    /// that cannot be opened in the second part is reported as it would be in the first.
+    func testALoadInTwoPartsGivesWhatALoadInOneGives() async throws {
+        let dir = try makeTemporaryDirectory(self)
+        let keyStore = KeyStore.file(path: "\(dir)/cache.key")
+        let store = CacheStore(path: "\(dir)/cache.db", keyStore: keyStore)
+        _ = try await store.load()
+        var cache = TokenCache()
+        for n in 0..<300 {
+            let hid = "uid\(n).utid"
+            cache.add(.accessToken, accessToken(hid: hid, client: "client-a", realm: "tenant", target: "User.Read",
+                                                secret: "fake-at-\(n)"))
+            cache.add(.refreshToken, refreshToken(hid: hid, client: "client-a", secret: "fake-rt-\(n)"))
+            cache.add(.account, accountEntry(hid: hid, realm: "tenant", username: "user\(n)@contoso.example"))
+            if n % 7 == 0 {
+                cache.noteUse(TokenUse(clientId: "client-a", homeAccountId: hid, authority: "https://login.example/tenant",
+                                       scopes: ["User.Read"], lastUsed: Int64(1_000 + n)))
+            }
+        }
+        cache.state.hide("uid3.utid", from: "client-a")
+        var unparsed = CacheDocument()
+        unparsed.opaqueEntries[.accessToken] = ["not-an-object": "42"]
+        _ = cache.merge(unparsed)
+        cache.setOtherSection("customized", json: #""whatever""#)
+        try await store.write(cache.allRows().map(cache.value(of:)))
+        await store.close()
+
+        func load(inTwoPartsFrom rows: Int) async throws -> CacheStore.Loaded {
+            let store = CacheStore(path: "\(dir)/cache.db", keyStore: keyStore)
+            guard case .stored = try await store.open(withReader: false) else {
+                XCTFail("the database was not opened")
+                return try await store.load()
+            }
+            let loaded = try await store.loadAll(inTwoPartsFrom: rows)
+            await store.close()
+            return loaded
+        }
+        let whole = try await load(inTwoPartsFrom: .max), parts = try await load(inTwoPartsFrom: 0)
+        XCTAssertEqual(whole.problems, [])
+        XCTAssertEqual(parts.problems, [])
+        XCTAssertEqual(whole.cache.document, cache.document)
+        XCTAssertEqual(whole.cache.state, cache.state)
+        XCTAssertEqual(parts.cache.document, whole.cache.document)
+        XCTAssertEqual(parts.cache.state, whole.cache.state)
+        XCTAssertEqual(parts.cache.state.uses.count, 43)
+        XCTAssertEqual(parts.cache.homeAccountCount, 300, "the index covers both parts")
+        XCTAssertEqual(parts.cache.secrets(.refreshToken, CacheQuery(homeAccountId: "uid299.utid")), ["fake-rt-299"])
+
+        // An entry that cannot be read, written last (so read by the second part): reported, the rest loads.
+        let database = try CacheDatabase(path: "\(dir)/cache.db", key: try XCTUnwrap(keyStore.loadKey()).key)
+        try database.apply([.put(StoredRow(section: "RefreshToken", key: "zz-broken", body: Array("not json".utf8),
+                                           secret: Array("fake-rt-broken".utf8)))])
+        database.close()
+        let damaged = try await load(inTwoPartsFrom: 0)
+        XCTAssertEqual(damaged.problems.count, 1, "\(damaged.problems)")
+        XCTAssertTrue(damaged.problems.first?.contains("RefreshToken/zz-broken could not be read") == true, "\(damaged.problems)")
+        XCTAssertFalse(damaged.problems.joined().contains("fake-rt-broken"), "no secret in a problem")
+        XCTAssertEqual(damaged.cache.document, cache.document)
     }
 
     private func assertMovedAside(_ dir: String, store: CacheStore, file: StaticString = #filePath,

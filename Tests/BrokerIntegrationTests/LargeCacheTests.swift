@@ -61,8 +61,11 @@ final class LargeCacheTests: XCTestCase {
 
         XCTAssertEqual(daemon.stop(), 0)
         try daemon.start()
+        // 10,500 rows and more: loaded in two parts at once (CacheStore.twoPartLoadRows).
         let restarted = try decode(StatusResult.self, try daemon.ctl(["status", "--json"]).stdout)
+        XCTAssertEqual(restarted.accounts, 1_500)
         XCTAssertEqual(restarted.accessTokens, 3_000)
+        XCTAssertEqual(restarted.refreshTokens, 3_000)
         XCTAssertEqual(restarted.problems, [])
         XCTAssertEqual(daemon.stop(), 0)
     }

@@ -59,6 +59,44 @@ final class CacheDatabaseTests: XCTestCase {
         try db.apply([])
     }
 
+    /// A batch is written in (section, key) order (RowChange.inKeyOrder), and that changes no outcome: changes to one
+    /// row keep their order, and a deleteAll stays between the changes before and after it.
+    func testBatchesAreWrittenInKeyOrderWithTheSameOutcome() throws {
+        let changes: [RowChange] = [
+            .put(row("c")), .put(StoredRow(section: "Account", key: "z", body: [])), .put(row("a", secret: "1")),
+            .delete(section: "AccessToken", key: "a"), .put(row("b")), .deleteAll, .put(row("e")),
+            .delete(section: "AccessToken", key: "d"), .put(row("d", secret: "2")),
+        ]
+        let order = RowChange.inKeyOrder(changes).map { change -> String in
+            guard let place = change.place else { return "deleteAll" }
+            if case .delete = change { return "delete \(place.section)/\(place.key)" }
+            return "\(place.section)/\(place.key)"
+        }
+        XCTAssertEqual(order, ["AccessToken/a", "delete AccessToken/a", "AccessToken/b", "AccessToken/c", "Account/z",
+                               "deleteAll", "delete AccessToken/d", "AccessToken/d", "AccessToken/e"])
+
+        let db = try CacheDatabase(path: path, key: key)
+        try db.apply(Array(changes.prefix(5)))
+        XCTAssertEqual(sorted(try db.loadAll().rows).map(\.key), ["b", "c", "z"], "the put of a, then its delete")
+        try db.apply(changes)
+        XCTAssertEqual(sorted(try db.loadAll().rows), [row("d", secret: "2"), row("e")])
+    }
+
+    func testRowsByRowidRange() throws {
+        let db = try CacheDatabase(path: path, key: key)
+        XCTAssertNil(try db.rowidBounds())
+        let rows = (0..<10).map { row("k\($0)", secret: "s\($0)") }
+        try db.apply(rows.map { .put($0) })
+        let bounds = try XCTUnwrap(try db.rowidBounds())
+        XCTAssertEqual(bounds.count, 10)
+        let middle = bounds.lowerBound + 4
+        var first: [StoredRow] = [], second: [StoredRow] = []
+        XCTAssertEqual(try db.forEachRow(rowids: bounds.lowerBound...middle) { first.append($0) }, [])
+        XCTAssertEqual(try db.forEachRow(rowids: (middle + 1)...bounds.upperBound) { second.append($0) }, [])
+        XCTAssertEqual([first.count, second.count], [5, 5])
+        XCTAssertEqual(sorted(first + second), sorted(rows))
+    }
+
     func testReopeningSeesCommittedState() throws {
         do {
             let db = try CacheDatabase(path: path, key: key)
