@@ -11,7 +11,7 @@ extension RowChange {
     /// The changes in (section, key) order, each row's own changes and every `deleteAll` kept where they were.
     /// Written in the primary key's order, a large batch fills one B-tree page after another. In the cache's hash
     /// order each row landed on another page than the last, more pages than SQLite's page cache holds, so pages
-    /// were read back from the WAL and written again (an import of 130,000 entries spent most of its commit there).
+    /// were read back from the WAL and written again.
     static func inKeyOrder(_ changes: [RowChange]) -> [RowChange] {
         guard changes.count > 1 else { return changes }
         var ordered: [RowChange] = []

@@ -118,23 +118,22 @@ public actor CacheStore {
         var problems: [String] = []
         var assembler = CacheAssembler(expecting: counts)
         var secondPart: JoinableThread<Swift.Result<(CacheAssembler, [String]), any Error>>?
-        var firstRows: ClosedRange<Int64>?
+        var firstRows: ClosedRange<Int64>?, secondRows: ClosedRange<Int64>?
         if counts.values.reduce(0, +) >= minimumRows, let key, let rowids = try database.rowidBounds(),
            rowids.lowerBound < rowids.upperBound {
             let middle = rowids.lowerBound + (rowids.upperBound - rowids.lowerBound) / 2
+            let (first, second) = (rowids.lowerBound...middle, (middle + 1)...rowids.upperBound)
             let path = self.path
             secondPart = JoinableThread.start {
                 Swift.Result {
                     let reader = try CacheDatabase(path: path, key: key)
                     defer { reader.close() }
                     var part = CacheAssembler(), problems: [String] = []
-                    let unopened = try reader.forEachRow(rowids: (middle + 1)...rowids.upperBound) {
-                        part.add($0, problems: &problems)
-                    }
+                    let unopened = try reader.forEachRow(rowids: second) { part.add($0, problems: &problems) }
                     return (part, problems + unopened)
                 }
             }
-            if secondPart != nil { firstRows = rowids.lowerBound...middle }
+            if secondPart != nil { (firstRows, secondRows) = (first, second) }
         }
         let firstPart = Swift.Result { () throws -> [String] in
             if let firstRows { return try database.forEachRow(rowids: firstRows) { assembler.add($0, problems: &problems) } }
@@ -143,9 +142,15 @@ public actor CacheStore {
         // Joined before anything is thrown: the thread is never left running.
         let second = secondPart?.join()
         var unopened = try firstPart.get()
-        if let (part, partProblems) = try second?.get() {
+        switch second {
+        case .success(let (part, partProblems))?:
             assembler.absorb(part)
             unopened += partProblems
+        case .failure?:
+            // The second connection could not be opened or read: this one reads its half.
+            unopened += try database.forEachRow(rowids: secondRows!) { assembler.add($0, problems: &problems) }
+        case nil:
+            break
         }
         return Loaded(cache: assembler.finish(), problems: problems + unopened)
     }
