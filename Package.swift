@@ -32,6 +32,11 @@ let package = Package(
             "CSystemd",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // The system calls of process identity that Swift cannot call (syscall is variadic): pidfd_open,
+        // pidfd_send_signal, SO_PEERPIDFD.
+        .target(name: "CBrokerPlatform"),
+        // POSIX, Linux side: who a process is, read through a pinned /proc directory (pidfd, open-then-verify).
+        .target(name: "BrokerPlatform", dependencies: ["CBrokerPlatform"]),
         // A small JSON reader/writer that keeps unknown values byte-for-byte (the cache needs that).
         .target(name: "BrokerJSON"),
         // Wire contract: JSON-RPC envelope, method names, params/results, error codes, socket location.
@@ -79,11 +84,11 @@ let package = Package(
         // Unix socket server: framing, peer credentials, dispatch to BrokerCore.
         // The com.microsoft.identity.broker1 D-Bus front end (sd-bus): translates onto BrokerCore, like BrokerServer.
         .target(name: "BrokerDBus", dependencies: [
-            "BrokerJSON", "BrokerCache", "BrokerCore", "CSystemd",
+            "BrokerJSON", "BrokerCache", "BrokerCore", "BrokerPlatform", "BrokerStore", "CSystemd",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "BrokerServer", dependencies: [
-            "BrokerJSON", "BrokerProtocol", "BrokerCache", "BrokerCore", "Systemd", "CSystemd",
+            "BrokerJSON", "BrokerProtocol", "BrokerCache", "BrokerCore", "BrokerPlatform", "BrokerStore", "Systemd", "CSystemd",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
@@ -95,7 +100,7 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
         .executableTarget(name: "brokerd", dependencies: [
-            "BrokerServer", "BrokerDBus", "BrokerCore", "BrokerConfig", "BrokerProtocol", "Systemd", "SecretService",
+            "BrokerServer", "BrokerDBus", "BrokerCore", "BrokerStore", "BrokerConfig", "BrokerProtocol", "Systemd", "SecretService",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -114,7 +119,7 @@ let package = Package(
             .product(name: "NIOCore", package: "swift-nio"),
         ], path: "Examples/swift-profile"),
         .testTarget(name: "BrokerCoreTests", dependencies: ["BrokerCache", "BrokerCore", "BrokerJSON", "BrokerConfig", "BrokerProtocol",
-                                                      "BrokerStore"],
+                                                      "BrokerStore", "BrokerPlatform"],
                     resources: [.copy("Fixtures")]),
         // docs/openrpc.json against the Swift protocol types (MethodCatalog): a missing method or field fails.
         .testTarget(name: "ProtocolTests", dependencies: ["BrokerProtocol", "BrokerJSON"]),

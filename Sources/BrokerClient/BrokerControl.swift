@@ -93,6 +93,22 @@ public final class BrokerControl: Sendable {
         }
     }
 
+    /// Every app brokerd has seen or holds a grant, denial or pin for.
+    public func apps() async throws(BrokerError) -> [AppInfo] {
+        try await call(.getApps, NoParams(), as: AppsResult.self).apps
+    }
+
+    /// Answers a waiting consent or sets an app's access ahead of time: `allow`, `allowOnce`, `deny` or `revoke` (every
+    /// client ID of the app when `clientId` is nil).
+    public func setAppAccess(_ params: SetAppAccessParams) async throws(BrokerError) -> SetAppAccessResult {
+        try await call(.setAppAccess, params, as: SetAppAccessResult.self)
+    }
+
+    /// The newest audit rows that pass the filter, newest first.
+    public func auditLog(_ params: GetAuditLogParams) async throws(BrokerError) -> [AuditEntry] {
+        try await call(.getAuditLog, params, as: AuditLogResult.self).entries
+    }
+
     func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(_ method: BrokerMethod, _ params: Params,
                                                     as type: Result.Type) async throws(BrokerError) -> Result {
         do { return try await connection.call(method, params, as: type) } catch { throw BrokerError(error) }
@@ -110,6 +126,8 @@ public struct BrokerEvent: Sendable, Equatable {
     /// `signInEnded`: the request id of the sign-in and how it ended (completed, cancelled, expired, failed).
     public var requestId: String?
     public var outcome: String?
+    /// `consentPending`: the app waiting for the user's answer. `consentEnded` carries its app and consent id too.
+    public var consent: PendingConsentInfo?
 
     init(kind: BrokerNotification, homeAccountId: String? = nil, clientId: String? = nil) {
         self.kind = kind
@@ -127,6 +145,14 @@ public struct BrokerEvent: Sendable, Equatable {
         case .signInEnded:
             guard let body = try? ProtocolCoding.decode(SignInEndedNotification.self, from: params) else { return nil }
             (clientId, requestId, outcome) = (body.clientId, body.requestId, body.outcome)
+        case .consentPending:
+            guard let body = try? ProtocolCoding.decode(PendingConsentInfo.self, from: params) else { return nil }
+            (consent, clientId) = (body, body.clientId)
+        case .consentEnded:
+            guard let body = try? ProtocolCoding.decode(ConsentEndedNotification.self, from: params) else { return nil }
+            consent = PendingConsentInfo(consentId: body.consentId, app: body.app, executable: nil, clientId: body.clientId,
+                                         frontEnd: "", since: 0, expiresOn: 0, waiting: 0)
+            (clientId, outcome) = (body.clientId, body.outcome)
         default:
             guard let body = try? ProtocolCoding.decode(AccountEventNotification.self, from: params) else { return nil }
             (homeAccountId, clientId) = (body.homeAccountId, body.clientId)

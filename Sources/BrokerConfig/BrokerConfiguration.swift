@@ -73,6 +73,28 @@ public struct BrokerConfiguration: Sendable, Equatable {
     public var refreshBackoffSeconds = 60
     /// Named profiles for `brokerctl token NAME` (used by the token engine).
     public var profiles: [String: Profile] = [:]
+    /// Flatpak and snap apps: `ask` (the user grants each client ID on first use) or `deny` (only what was granted
+    /// ahead of time or pinned).
+    public var sandboxedApps = "ask"
+    /// Other processes of the user: `allow` (on the record), `ask` (each executable with each client ID, once) or
+    /// `pinned` (only `[[pin]]` and grants).
+    public var unsandboxedApps = "allow"
+    /// Seconds a request waits for the user's consent before it is refused.
+    public var consentTimeoutSeconds = 120
+    /// Audit rows older than this many days are deleted.
+    public var auditRetentionDays = 90
+    /// The audit keeps at most this many rows (the oldest go first).
+    public var auditMaxRows = 1_000_000
+    /// `[[pin]]`: a client ID's tokens go to these apps only.
+    public var pins: [Pin] = []
+
+    /// `[[pin]] client_id = "…"` with `executables`, `flatpaks` and/or `snaps`, or `apps` in printable form
+    /// (`exe:/usr/bin/az`, `flatpak:org.example.App`, `snap:name`).
+    public struct Pin: Sendable, Equatable {
+        public var clientId: String
+        /// Printable app names: `exe:PATH`, `flatpak:ID`, `snap:NAME`.
+        public var apps: [String]
+    }
 
     public struct Profile: Sendable, Equatable {
         public var clientId: String
@@ -129,6 +151,10 @@ public struct BrokerConfiguration: Sendable, Equatable {
     public static func parse(_ text: String) throws(TOMLError) -> BrokerConfiguration {
         var config = BrokerConfiguration()
         for entry in try TOML.parse(text).entries {
+            if entry.key == "pin" {
+                config.pins += try Pin.list(entry)
+                continue
+            }
             guard entry.key == "profile" else {
                 try config.apply(entry)
                 continue
@@ -212,6 +238,14 @@ public struct BrokerConfiguration: Sendable, Equatable {
         case "renew_ahead": renewAheadSeconds = try entry.int(0...86_400)
         case "keepalive_days": keepAliveDays = try entry.int(1...89)
         case "refresh_backoff": refreshBackoffSeconds = try entry.int(1...3600)
+        case "sandboxed_apps":
+            sandboxedApps = try entry.string(oneOf: ["ask", "deny"], else: "'sandboxed_apps' must be \"ask\" or \"deny\"")
+        case "unsandboxed_apps":
+            unsandboxedApps = try entry.string(oneOf: ["allow", "ask", "pinned"],
+                                               else: "'unsandboxed_apps' must be \"allow\", \"ask\" or \"pinned\"")
+        case "consent_timeout": consentTimeoutSeconds = try entry.int(5...280)
+        case "audit_retention_days": auditRetentionDays = try entry.int(1...3650)
+        case "audit_max_rows": auditMaxRows = try entry.int(1_000...100_000_000)
         case "log_level":
             logLevel = try entry.string(
                 oneOf: ["trace", "debug", "info", "notice", "warning", "error", "critical"],
@@ -275,5 +309,68 @@ extension BrokerConfiguration.Profile {
         }
         guard let clientId else { throw TOMLError(line: table.line, message: "profile '\(name)' needs client_id") }
         self.init(clientId: clientId, authority: authority, scopes: scopes)
+    }
+}
+
+extension BrokerConfiguration.Pin {
+    /// Every `[[pin]]` table of the file.
+    static func list(_ entry: TOMLTable.Entry) throws(TOMLError) -> [Self] {
+        guard case .array(let items) = entry.value else {
+            throw TOMLError(line: entry.line, message: "'pin' must be an array of tables ([[pin]])")
+        }
+        return try items.map { (item) throws(TOMLError) -> Self in
+            guard case .table(let table) = item else { throw TOMLError(line: entry.line, message: "'pin' must be an array of tables ([[pin]])") }
+            return try Self(table: table)
+        }
+    }
+
+    init(table: TOMLTable) throws(TOMLError) {
+        var clientId: String?, apps: [String] = []
+        for entry in table.entries {
+            let line = entry.line
+            guard entry.key != "client_id" else {
+                guard case .string(let s) = entry.value, !s.isEmpty else {
+                    throw TOMLError(line: line, message: "[[pin]] client_id must be a non-empty string")
+                }
+                clientId = s
+                continue
+            }
+            let prefix: String
+            switch entry.key {
+            case "executables": prefix = "exe:"
+            case "flatpaks": prefix = "flatpak:"
+            case "snaps": prefix = "snap:"
+            case "apps": prefix = ""
+            default: throw TOMLError(line: line, message: "[[pin]]: unknown setting '\(entry.key)' "
+                                     + "(client_id, executables, flatpaks, snaps, apps)")
+            }
+            guard case .array(let values) = entry.value else {
+                throw TOMLError(line: line, message: "[[pin]] \(entry.key) must be an array of strings")
+            }
+            for value in values {
+                guard case .string(let name) = value, !name.isEmpty else {
+                    throw TOMLError(line: line, message: "[[pin]] \(entry.key) must be an array of non-empty strings")
+                }
+                let app = prefix + name
+                guard Self.isPrintableApp(app) else {
+                    throw TOMLError(line: line, message: "[[pin]] '\(name)' is not an app: an absolute executable path, "
+                                    + "or exe:PATH, flatpak:ID, snap:NAME in 'apps'")
+                }
+                apps.append(app)
+            }
+        }
+        guard let clientId else { throw TOMLError(line: table.line, message: "[[pin]] needs client_id") }
+        guard !apps.isEmpty else {
+            throw TOMLError(line: table.line, message: "[[pin]] for \(clientId) names no app (executables, flatpaks, snaps or apps)")
+        }
+        self.init(clientId: clientId, apps: apps)
+    }
+
+    /// `exe:/absolute/path`, `flatpak:ID` or `snap:NAME`.
+    static func isPrintableApp(_ text: String) -> Bool {
+        if text.hasPrefix("exe:") { return text.dropFirst(4).hasPrefix("/") }
+        if text.hasPrefix("flatpak:") { return text.count > 8 }
+        if text.hasPrefix("snap:") { return text.count > 5 }
+        return false
     }
 }

@@ -24,12 +24,17 @@ extension Broker1Methods {
     /// broker's: the system browser and the loopback redirect, or, without a display, a device code published in the
     /// status, as an event and as a desktop notification. A sign-in still running when `interactiveLimit` is reached
     /// is cancelled and answered UserCanceled.
-    func interactiveToken(_ params: JSONObject, correlationId: String) async -> JSONValue {
+    func interactiveToken(_ params: JSONObject, correlationId: String, caller: CallerIdentity) async -> JSONValue {
         guard let auth = params["authParameters"]?.objectValue, let clientId = auth["clientId"]?.stringValue,
               !clientId.isEmpty else {
             return Self.tokenError(status: .apiContractViolation, tag: 0x6272_0030, context: "authParameters.clientId is missing")
         }
         func text(_ key: String) -> String? { auth[key]?.stringValue.flatMap { $0.isEmpty ? nil : $0 } }
+        let scopes = Scopes.requested(auth["requestedScopes"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+        if case .failure(let refusal) = await apps.authorize(caller, frontEnd: "dbus", clientId: clientId,
+                                                             account: text("username").map { (nil, $0) }, scopes: scopes) {
+            return Self.refusal(refusal)
+        }
         let (flow, why) = await signInFlow()
         logger.info("D-Bus sign-in", metadata: ["client_id": "\(clientId)", "flow": "\(flow.rawValue)", "why": "\(why)"])
         let request = InteractiveTokenRequest(
@@ -66,9 +71,20 @@ extension Broker1Methods {
             }
         } catch {
             await Self.close(notice.withLock { $0 }, notifications)
+            apps.record(caller, frontEnd: "dbus", clientId: clientId, scopes: scopes, homeAccountId: nil, username: request.loginHint,
+                        outcome: error.auditWord)
             return Self.tokenError(error)
         }
         await Self.close(notice.withLock { $0 }, notifications)
+        let summary = await broker.accountSummary(homeAccountId: outcome.homeAccountId)
+        let account = (homeAccountId: Optional(outcome.homeAccountId), username: summary?.username)
+        if case .refuse(let refusal) = apps.decide(caller, clientId: clientId, account: account, scopes: scopes),
+           refusal.reason == .outsideGrant {
+            apps.record(caller, frontEnd: "dbus", clientId: clientId, scopes: scopes, homeAccountId: account.homeAccountId,
+                        username: account.username, outcome: "refused", detail: "\(refusal.reason.rawValue): \(refusal.message)")
+            return Self.refusal(refusal)
+        }
+        record(outcome, caller: caller, clientId: clientId, scopes: scopes, account: account)
         return Self.tokenResponse(outcome, correlationId: correlationId)
     }
 

@@ -6,6 +6,8 @@ import BrokerJSON
 /// Response_Status). 12 reads as "no error" and 23 makes the client retry forever: neither is ever sent.
 enum Broker1Status: Int {
     case unexpected = 0
+    /// brokerd's app policy refused the app (`Broker1Methods.refusal`): not 2 or 13, which make msal-python start an
+    /// interactive sign-in, nor 23, which makes libmsalruntime retry for ever.
     case interactionRequired = 2
     case serverTemporarilyUnavailable = 5
     case apiContractViolation = 6
@@ -18,7 +20,7 @@ enum Broker1Status: Int {
 extension Broker1Methods {
     /// `authorizationType` 1, the account from `authParameters.account`; `account: null` (a silent sign-in) means
     /// the default account: the only one the client sees, else InteractionRequired.
-    func silentToken(_ params: JSONObject, correlationId: String) async -> JSONValue {
+    func silentToken(_ params: JSONObject, correlationId: String, caller: CallerIdentity) async -> JSONValue {
         guard let auth = params["authParameters"]?.objectValue, let clientId = auth["clientId"]?.stringValue,
               !clientId.isEmpty else {
             return Self.tokenError(status: .apiContractViolation, tag: 0x6272_0010, context: "authParameters.clientId is missing")
@@ -27,22 +29,58 @@ extension Broker1Methods {
         if let hid = auth["account"]?.objectValue?["homeAccountId"]?.stringValue, !hid.isEmpty {
             selector = .homeAccountId(hid)
         } else {
-            let visible = await broker.accounts(visibleTo: clientId)
-            guard visible.count == 1 else {
+            // The default account is chosen only for an app the policy lets use this client ID: the account list is
+            // no reason to ask the user, and the request below asks when it must.
+            let mayList: Bool
+            if case .allow = apps.decide(caller, clientId: clientId, account: nil, scopes: []) { mayList = true } else { mayList = false }
+            let visible = mayList ? await broker.accounts(visibleTo: clientId) : []
+            guard visible.count == 1 || !mayList else {
                 return Self.tokenError(status: .interactionRequired, tag: 0x6272_0011, context: visible.isEmpty
                     ? "no account is signed in to brokerd for this app" : "more than one account: the app must choose one")
             }
-            selector = .homeAccountId(visible[0].homeAccountId)
+            selector = visible.first.map { .homeAccountId($0.homeAccountId) } ?? .homeAccountId("")
         }
         let request = SilentTokenRequest(
             clientId: clientId, authority: auth["authority"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 },
             scopes: auth["requestedScopes"]?.arrayValue?.compactMap(\.stringValue) ?? [], account: selector,
             claims: auth["decodedClaims"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 })
+        let scopes = Scopes.requested(request.scopes)
+        var account: (homeAccountId: String?, username: String?)? = nil
+        if case .homeAccountId(let hid) = selector, !hid.isEmpty {
+            account = (hid, await broker.accountSummary(homeAccountId: hid)?.username)
+        }
+        if case .failure(let refusal) = await apps.authorize(caller, frontEnd: "dbus", clientId: clientId, account: account,
+                                                             scopes: scopes) {
+            return Self.refusal(refusal)
+        }
+        if case .homeAccountId(let hid) = selector, hid.isEmpty {
+            return Self.tokenError(status: .interactionRequired, tag: 0x6272_0011, context: "no account is signed in to brokerd for this app")
+        }
         do {
-            return Self.tokenResponse(try await broker.acquireTokenSilently(request), correlationId: correlationId)
+            let outcome = try await broker.acquireTokenSilently(request)
+            record(outcome, caller: caller, clientId: clientId, scopes: scopes, account: account)
+            return Self.tokenResponse(outcome, correlationId: correlationId)
         } catch {
+            apps.record(caller, frontEnd: "dbus", clientId: clientId, scopes: scopes, homeAccountId: account?.homeAccountId,
+                        username: account?.username, outcome: error.auditWord)
             return Self.tokenError(error)
         }
+    }
+
+    /// Puts a token handed out on the record.
+    func record(_ outcome: TokenOutcome, caller: CallerIdentity, clientId: String, scopes: [String],
+                account: (homeAccountId: String?, username: String?)?) {
+        let username = account?.homeAccountId == outcome.homeAccountId ? account?.username : nil
+        apps.record(caller, frontEnd: "dbus", clientId: clientId, scopes: scopes, homeAccountId: outcome.homeAccountId,
+                    username: username, outcome: outcome.source)
+    }
+
+    /// A refusal of brokerd's app policy on the client's numbering: status 9 (IncorrectConfiguration), which msal-python
+    /// returns to the app as an error ("Status_IncorrectConfiguration", with the reason in the context) without
+    /// retrying or falling back to a sign-in. The tag says which policy refused.
+    static func refusal(_ refusal: AccessRefusal) -> JSONValue {
+        tokenError(status: .incorrectConfiguration, tag: 0x6272_0040, context: "brokerd refused \(refusal.app): \(refusal.message) "
+                   + "[\(refusal.reason.rawValue)]")
     }
 
     /// `brokerTokenResponse` as the client requires it: times in epoch milliseconds, `accessTokenType` 0 (Bearer),

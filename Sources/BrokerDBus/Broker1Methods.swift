@@ -7,13 +7,9 @@ import Logging
 /// JSON out, shapes as the real clients send and accept them (shared/reference/linux-broker-dbus.md). No silent
 /// algorithm, cache or account model of its own: this layer only translates.
 public struct Broker1Methods: Sendable {
-    /// Who called, from the bus (the front end has checked the uid already).
-    public struct Caller: Sendable {
-        public var pid: Int32
-        public var executable: String?
-    }
-
     let broker: Broker
+    /// The app policy every token request goes through, and the audit.
+    let apps: AppAccess
     let version: String
     let logger: Logger
     /// Sign-ins running for D-Bus callers (their broker request ids), for cancelInteractiveFlow.
@@ -26,9 +22,10 @@ public struct Broker1Methods: Sendable {
     /// A waiting device code on the desktop.
     let notifications: DesktopNotifications
 
-    public init(broker: Broker, version: String, logger: Logger, interactiveLimit: Duration = .seconds(285),
+    public init(broker: Broker, apps: AppAccess, version: String, logger: Logger, interactiveLimit: Duration = .seconds(285),
                 signIn: DBusSignIn = .auto) {
         self.broker = broker
+        self.apps = apps
         self.version = version
         self.logger = logger
         self.interactiveLimit = interactiveLimit
@@ -36,7 +33,8 @@ public struct Broker1Methods: Sendable {
         notifications = DesktopNotifications(logger: logger)
     }
 
-    public func answer(method: String, correlationId: String, request: String, caller: Caller) async -> String {
+    /// `caller`: who the front end found the sender to be (the uid is checked already).
+    public func answer(method: String, correlationId: String, request: String, caller: CallerIdentity) async -> String {
         let params: JSONObject
         switch Broker1Requests.validated(method: method, correlationId: correlationId, request: request) {
         case .success(let object): params = object
@@ -53,18 +51,18 @@ public struct Broker1Methods: Sendable {
         case "getLinuxBrokerVersion":
             response = .object(JSONObject(["linuxBrokerVersion": .string(version)]))
         case "getAccounts":
-            response = await accounts(params)
+            response = await accounts(params, caller: caller)
         case "acquireTokenSilently":
-            response = await silentToken(params, correlationId: correlationId)
+            response = await silentToken(params, correlationId: correlationId, caller: caller)
         case "removeAccount":
-            response = await removeAccount(params)
+            response = await removeAccount(params, caller: caller)
         case "cancelInteractiveFlow":
             // The request names no flow (pymsalruntime sends an error object with a new correlation id): every sign-in
             // started through D-Bus is cancelled. `{}` is what the client accepts.
             for id in flows.all() { _ = await broker.cancelInteractiveFlow(id) }
             response = .object(JSONObject())
         case "acquireTokenInteractively":
-            response = await interactiveToken(params, correlationId: correlationId)
+            response = await interactiveToken(params, correlationId: correlationId, caller: caller)
         case "acquirePrtSsoCookie":
             response = Self.tokenError(status: .deviceNotRegistered, tag: 0x6272_0002,
                                        context: "brokerd holds no Primary Refresh Token: the device is not joined to Entra ID")
@@ -75,7 +73,7 @@ public struct Broker1Methods: Sendable {
             response = Self.tokenError(status: .apiContractViolation, tag: 0x6272_0004, context: "unknown method \(method)")
         }
         logger.info("D-Bus request", metadata: [
-            "method": "\(method)", "client_pid": "\(caller.pid)", "client_exe": "\(caller.executable ?? "?")",
+            "method": "\(method)", "client_pid": "\(caller.pid)", "client_exe": "\(caller.executable ?? "?")", "app": "\(caller.app)",
         ])
         return JSONWriter().string(response)
     }
@@ -84,8 +82,12 @@ public struct Broker1Methods: Sendable {
 
     /// The accounts the client sees, with the five fields libmsalruntime requires (an account without one of them is
     /// dropped by the client) plus names and clientInfo.
-    func accounts(_ params: JSONObject) async -> JSONValue {
+    func accounts(_ params: JSONObject, caller: CallerIdentity) async -> JSONValue {
         let clientId = params["clientId"]?.stringValue
+        // An app the policy does not allow this client ID (yet) sees no account: a list is no reason to ask the user.
+        guard let clientId, case .allow = apps.decide(caller, clientId: clientId, account: nil, scopes: []) else {
+            return .object(JSONObject(["accounts": .array([])]))
+        }
         let summaries = await broker.accounts(visibleTo: clientId)
         return .object(JSONObject(["accounts": .array(summaries.map(Self.account))]))
     }
@@ -106,11 +108,15 @@ public struct Broker1Methods: Sendable {
 
     // MARK: removeAccount
 
-    func removeAccount(_ params: JSONObject) async -> JSONValue {
+    func removeAccount(_ params: JSONObject, caller: CallerIdentity) async -> JSONValue {
         guard let clientId = params["clientId"]?.stringValue,
               let hid = (params["account"]?.objectValue ?? params)["homeAccountId"]?.stringValue else {
             return Self.tokenError(status: .apiContractViolation, tag: 0x6272_0005,
                                    context: "removeAccount needs clientId and account.homeAccountId")
+        }
+        if case .failure(let refusal) = await apps.authorize(caller, frontEnd: "dbus", clientId: clientId, account: (hid, nil),
+                                                             scopes: []) {
+            return Self.refusal(refusal)
         }
         do {
             _ = try await broker.removeAccount(.homeAccountId(hid), forClient: clientId)

@@ -1,3 +1,5 @@
+import BrokerCore
+import BrokerPlatform
 import CSystemd
 import Logging
 import Synchronization
@@ -39,6 +41,10 @@ public final class DBusFrontEnd: @unchecked Sendable {
     private let stopping = Atomic<Bool>(false)
     private var thread = pthread_t()
     private let ownUID = geteuid()
+    /// Who each unique name is, worked out at its first call (CallerIdentity). Unique names are never reused on a bus,
+    /// so an entry never describes another caller; only the bus thread touches this.
+    private var callers: [String: CallerIdentity] = [:]
+    static let rememberedCallers = 4_096
 
     private init(bus: OpaquePointer, wake: Int32, methods: Broker1Methods, logger: Logger) {
         self.bus = bus
@@ -164,8 +170,8 @@ public final class DBusFrontEnd: @unchecked Sendable {
         let r = brokerd_bus_read_sss(message, &version, &correlation, &request)
         guard r >= 0 else { return r }  // sd-bus answers the caller with the error
         var uid: uid_t = 0, pid: pid_t = 0
-        var exe = [CChar](repeating: 0, count: 4_096)
-        guard brokerd_bus_sender(message, &uid, &pid, &exe, exe.count) >= 0, uid == ownUID else {
+        var unique = [CChar](repeating: 0, count: 256), label = [CChar](repeating: 0, count: 512)
+        guard brokerd_bus_sender_identity(message, &uid, &pid, &unique, unique.count, &label, label.count) >= 0, uid == ownUID else {
             logger.warning("D-Bus call refused: the caller runs as another user", metadata: [
                 "method": "\(method)", "client_pid": "\(pid)", "client_uid": "\(uid)",
             ])
@@ -174,8 +180,7 @@ public final class DBusFrontEnd: @unchecked Sendable {
         }
         let correlationId = correlation.map { String(cString: $0) } ?? ""
         let requestJSON = request.map { String(cString: $0) } ?? ""
-        let executable = exe.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        let caller = Broker1Methods.Caller(pid: pid, executable: executable.isEmpty ? nil : executable)
+        let caller = identity(of: Self.text(unique), uid: uid, pid: pid, label: Self.text(label))
         sd_bus_message_ref(message)
         let pending = PendingCall(message)
         Task {
@@ -190,10 +195,54 @@ public final class DBusFrontEnd: @unchecked Sendable {
     }
 
     static func errorText(_ code: Int32) -> String { String(cString: strerror(-code)) }
+
+    static func text(_ buffer: [CChar]) -> String { buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } }
+
+    /// The identity of a unique name, worked out at its first call: the pid the bus reported, pinned with `pidfd_open`
+    /// (Debian 12's bus hands out no pidfd), `/proc` read through it, then checked: the pidfd still names the pid and
+    /// the name is still on the bus. A caller that left meanwhile (its pid free for reuse) is unidentified, never
+    /// taken for whoever has the pid now.
+    private func identity(of name: String, uid: uid_t, pid: pid_t, label: String) -> CallerIdentity {
+        if let known = callers[name] { return known }
+        var identity: CallerIdentity
+        switch ProcessProbe.pin(pid: pid) {
+        case .failure(let failure):
+            identity = .unidentified(uid: uid, pid: pid, executable: nil, reason: failure.description)
+        case .success(let pinned):
+            do {
+                let facts = try ProcessProbe.facts(of: pinned, label: label.isEmpty ? nil : label)
+                identity = CallerIdentity.classify(uid: uid, pid: facts.pid, pinnedBy: pinned.source.rawValue,
+                                                   executable: facts.executable, cgroup: facts.cgroup,
+                                                   securityLabel: facts.securityLabel, root: .init(facts.root))
+                if brokerd_bus_name_has_owner(bus, name) != 1 {
+                    identity = .unidentified(uid: uid, pid: pid, executable: facts.executable,
+                                             reason: "\(name) left the bus while it was identified")
+                }
+            } catch {
+                identity = .unidentified(uid: uid, pid: pid, executable: nil, reason: error.description)
+            }
+        }
+        if callers.count >= Self.rememberedCallers { callers.removeAll() }
+        callers[name] = identity
+        logger.debug("D-Bus caller identified", metadata: [
+            "sender": "\(name)", "client_pid": "\(pid)", "app": "\(identity.app)", "notes": "\(identity.notes.joined(separator: "; "))",
+        ])
+        return identity
+    }
 }
 
 /// A referenced sd-bus message on its way to a task and back: only the bus thread touches it.
 private struct PendingCall: @unchecked Sendable {
     let message: OpaquePointer
     init(_ message: OpaquePointer) { self.message = message }
+}
+
+extension CallerIdentity.Root {
+    fileprivate init(_ root: ProcessFacts.Root) {
+        switch root {
+        case .brokersOwn: self = .brokersOwn
+        case .noFlatpakInfo: self = .noFlatpakInfo
+        case .flatpakInfo(let bytes): self = .flatpakInfo(bytes)
+        }
+    }
 }

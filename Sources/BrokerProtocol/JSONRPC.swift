@@ -17,6 +17,9 @@ public enum RPCErrorCode {
     public static let messageTooLarge = -32003
     /// The daemon is shutting down and takes no new requests.
     public static let shuttingDown = -32004
+    /// brokerd's app policy refused this app the client ID (`data`: app, clientId, reason). Not InteractionRequired:
+    /// an app must not answer it by starting a sign-in. The user grants with `brokerctl apps allow`.
+    public static let appNotAllowed = -32005
 
     public static let brokerInternal = -50000
     public static let interactionRequired = -50002

@@ -34,6 +34,10 @@ extension BrokerMethod {
         case .cancelInteractiveFlow:
             return .init(method: self, params: CancelInteractiveFlowParams.self, result: CancelInteractiveFlowResult.self, sendsPrompts: false)
         case .subscribe: return .init(method: self, params: SubscribeParams.self, result: SubscribeResult.self, sendsPrompts: false)
+        case .getApps: return .init(method: self, params: NoParams.self, result: AppsResult.self, sendsPrompts: false)
+        case .setAppAccess:
+            return .init(method: self, params: SetAppAccessParams.self, result: SetAppAccessResult.self, sendsPrompts: false)
+        case .getAuditLog: return .init(method: self, params: GetAuditLogParams.self, result: AuditLogResult.self, sendsPrompts: false)
         }
     }
 }
@@ -47,6 +51,8 @@ extension BrokerNotification {
             return .init(notification: self, params: AccountEventNotification.self)
         case .signInPending: return .init(notification: self, params: PendingSignInInfo.self)
         case .signInEnded: return .init(notification: self, params: SignInEndedNotification.self)
+        case .consentPending: return .init(notification: self, params: PendingConsentInfo.self)
+        case .consentEnded: return .init(notification: self, params: ConsentEndedNotification.self)
         }
     }
 }

@@ -14,6 +14,9 @@ public enum BrokerMethod: String, CaseIterable, Sendable {
     case acquireTokenInteractively
     case cancelInteractiveFlow
     case subscribe
+    case getApps
+    case setAppAccess
+    case getAuditLog
 }
 
 /// Notifications brokerd sends: prompts on the connection of a running interactive request (browserUrl,
@@ -28,15 +31,17 @@ public enum BrokerNotification: String, CaseIterable, Sendable {
     case statusChanged
     case signInPending
     case signInEnded
+    case consentPending
+    case consentEnded
 
     /// What `subscribe` offers (the others are prompts of an interactive request).
     public static let events: [BrokerNotification] = [.accountAdded, .accountRemoved, .signInRequired, .statusChanged,
-                                                      .signInPending, .signInEnded]
+                                                      .signInPending, .signInEnded, .consentPending, .consentEnded]
 }
 
 /// Version of the wire contract. Additive changes (new methods, new optional fields) keep the major number;
 /// a client should ignore fields it does not know.
-public let brokerProtocolVersion = "1.5"
+public let brokerProtocolVersion = "1.6"
 public let brokerVersion = "0.1.0"
 
 // MARK: - Params
@@ -340,13 +345,17 @@ public struct StatusResult: Codable, Sendable, Equatable {
     public var dbusBroker: String?
     /// Device-code sign-ins waiting for the user (since protocol 1.5; absent from older daemons).
     public var pendingSignIns: [PendingSignInInfo]?
+    /// Apps waiting for the user's consent (since protocol 1.6; absent from older daemons).
+    public var pendingConsents: [PendingConsentInfo]?
 
     public init(version: String, protocolVersion: String, pid: Int32, startedAt: Int64, uptimeSeconds: Int64,
                 socket: String, socketActivated: Bool, configPath: String?, configPresent: Bool, cachePath: String?,
                 keyStore: KeyStoreInfo,
                 accounts: Int, accessTokens: Int, refreshTokens: Int, idTokens: Int, appMetadata: Int,
                 lastWrite: Int64?, lastWriteError: String?, problems: [String], signInRequired: [String],
-                connections: Int, requestsServed: Int, dbusBroker: String? = nil, pendingSignIns: [PendingSignInInfo]? = nil) {
+                connections: Int, requestsServed: Int, dbusBroker: String? = nil, pendingSignIns: [PendingSignInInfo]? = nil,
+                pendingConsents: [PendingConsentInfo]? = nil) {
+        self.pendingConsents = pendingConsents
         self.version = version
         self.protocolVersion = protocolVersion
         self.pid = pid

@@ -41,12 +41,13 @@ public final class BrokerServer: Sendable {
 
     /// Starts serving on `socketPath`, or on `activatedDescriptor` (a listening socket from systemd).
     /// `dbusBroker`: where the daemon reports its D-Bus front end, for `getStatus`.
-    public static func start(broker: Broker, socketPath: String, activatedDescriptor: Int32?, configPath: String?,
+    /// `apps`: the app policy and audit every token request goes through.
+    public static func start(broker: Broker, apps: AppAccess, socketPath: String, activatedDescriptor: Int32?, configPath: String?,
                              settings: ServerSettings, dbusBroker: FrontEndState = FrontEndState(),
                              logger: Logger) async throws -> BrokerServer {
         raiseDescriptorLimit(toServe: settings.maxConnections, logger: logger)
         let state = ServerState(settings: settings, ownUID: getuid())
-        let router = RequestRouter(broker: broker, info: DaemonInfo(socketPath: socketPath, socketActivated: activatedDescriptor != nil,
+        let router = RequestRouter(broker: broker, apps: apps, info: DaemonInfo(socketPath: socketPath, socketActivated: activatedDescriptor != nil,
                                                                     configPath: configPath, dbusBroker: dbusBroker),
                                    state: state, logger: logger)
         let descriptor: Int32
@@ -134,8 +135,8 @@ public final class BrokerServer: Sendable {
     /// identity providers, sign-in listeners, D-Bus.
     static let ownDescriptors = 256
 
-    /// A connection's socket and the eventfd that wakes its thread.
-    static let descriptorsPerConnection = 2
+    /// A connection's socket, the eventfd that wakes its thread, and the pidfd that pins its caller.
+    static let descriptorsPerConnection = 3
 
     /// Raises the soft RLIMIT_NOFILE (up to the hard one) when `maxConnections` would not fit under it: a systemd
     /// user service starts with 1024 soft / 524288 hard, and at the soft limit accept() fails for everyone.

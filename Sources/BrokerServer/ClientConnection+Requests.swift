@@ -59,7 +59,7 @@ extension ClientConnection {
     private func answerRepeat(_ range: Range<Int>) -> Bool {
         guard !state.isDraining else { return false }
         let answer = pending.withUnsafeBytes { bytes in
-            router.repeatedAnswer(UnsafeRawBufferPointer(rebasing: bytes[range]), from: peer, memory: &memory)
+            router.repeatedAnswer(UnsafeRawBufferPointer(rebasing: bytes[range]), from: peer, caller: caller, memory: &memory)
         }
         guard let answer else { return false }
         send(answer)
@@ -70,7 +70,7 @@ extension ClientConnection {
     private func handleLine(_ line: [UInt8]) {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
         // A request asked before, whose answer still holds, is answered before it is even parsed.
-        if !state.isDraining, let answer = router.rememberedAnswer(line, from: peer, memory: &memory) {
+        if !state.isDraining, let answer = router.rememberedAnswer(line, from: peer, caller: caller, memory: &memory) {
             send(answer)
             countRememberedAnswer()
             return
@@ -83,7 +83,7 @@ extension ClientConnection {
         case .single(.success(let request)):
             // A cache hit is answered here, on the connection's thread; anything else goes to a task.
             if state.begin() {
-                let answer = router.cachedAnswer(request, line: line, from: peer, memory: &memory)
+                let answer = router.cachedAnswer(request, line: line, from: peer, caller: caller, memory: &memory)
                 if let answer {
                     send(answer)
                     awaitsNextHit = true
@@ -160,9 +160,9 @@ extension ClientConnection {
     /// Runs one request (or batch member) as a task, holding a slot until its answer is written.
     private func launch(_ request: RPCRequest, batch: BatchAnswers?) {
         inFlight += 1
-        let router = self.router, peer = self.peer, link = self.link, inbox = self.inbox
+        let router = self.router, peer = self.peer, caller = self.caller, link = self.link, inbox = self.inbox
         Task {
-            let answer = await router.answer(request, from: peer, link: link)
+            let answer = await router.answer(request, from: peer, caller: caller, link: link)
             inbox.post(.init(answer: answer, batch: batch))
         }
     }

@@ -1,3 +1,4 @@
+import BrokerCore
 import BrokerProtocol
 import Logging
 import NIOCore
@@ -29,6 +30,8 @@ import Musl
 /// Everything but the `let`s, `commitments`, `activity` and the inbox is touched only on the connection's thread.
 final class ClientConnection: @unchecked Sendable {
     let peer: PeerIdentity
+    /// Which app is on the other end: worked out once, when the connection starts serving (`PeerIdentity.identify`).
+    var caller: CallerIdentity
     let link: ConnectionLink
     let inbox: ConnectionInbox
     private let fd: Int32
@@ -93,6 +96,7 @@ final class ClientConnection: @unchecked Sendable {
         self.fd = fd
         self.credentialsKnown = peer != nil
         self.peer = peer ?? PeerIdentity(pid: 0, uid: UInt32.max, gid: UInt32.max, executable: nil)
+        caller = .unidentified(uid: self.peer.uid, pid: self.peer.pid, executable: self.peer.executable, reason: "not yet identified")
         let inbox = ConnectionInbox(wakeup: wakeup, state: state)
         self.inbox = inbox
         self.link = ConnectionLink { message, droppable in inbox.post(notification: message, droppable: droppable) }
@@ -200,7 +204,14 @@ final class ClientConnection: @unchecked Sendable {
         case .refused(let error): phase = .refusing(error)
         case .waitForRoom: if let error = waitForRoom() { phase = .refusing(error) }
         }
-        if case .serving = phase { serve() }
+        if case .serving = phase {
+            caller = peer.identify()
+            logger.debug("caller identified", metadata: [
+                "client_pid": "\(peer.pid)", "app": "\(caller.app)", "pinned_by": "\(caller.pinnedBy ?? "-")",
+                "unit": "\(caller.unit ?? "-")", "notes": "\(caller.notes.joined(separator: "; "))",
+            ])
+            serve()
+        }
         if case .refusing(let error) = phase { refuseAndLinger(error) }
         finish()
     }
@@ -240,6 +251,7 @@ final class ClientConnection: @unchecked Sendable {
 
     private func finish() {
         memory.log.handOver(into: router.requestLog)
+        handOverAudit()
         unregister()
         close(fd)
         link.close()
@@ -347,10 +359,17 @@ final class ClientConnection: @unchecked Sendable {
         if let due = memory.log.handOverDue(window: router.requestLog.windowNanoseconds) {
             remaining = min(remaining, Int64(bitPattern: due &- Threads.nowNanoseconds()) / 1_000_000 + 1)
         }
+        if let due = memory.audit.due { remaining = min(remaining, (due - Broker.now()) * 1000 + 1) }
         return Int32(clamping: max(0, remaining))
     }
 
+    /// Hands the cache hits counted for the audit over to it.
+    func handOverAudit() {
+        if let finished = memory.audit.take() { router.apps.record(finished, caller: caller) }
+    }
+
     private func checkTimeouts(reading: Bool) {
+        if let due = memory.audit.due, Broker.now() >= due { handOverAudit() }
         if let due = memory.log.handOverDue(window: router.requestLog.windowNanoseconds), Threads.nowNanoseconds() >= due {
             memory.log.handOver(into: router.requestLog)
         }

@@ -1,14 +1,22 @@
+import BrokerCore
+import BrokerPlatform
+
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// Who is on the other end of a connection, from SO_PEERCRED (set by the kernel at connect time).
+/// Who is on the other end of a connection, from SO_PEERCRED (set by the kernel at connect time), with the process
+/// pinned at accept (`SO_PEERPIDFD`, else `pidfd_open` of that pid) so that the identity read later is that process's.
 public struct PeerIdentity: Sendable, CustomStringConvertible {
     public var pid: Int32
     public var uid: UInt32
     public var gid: UInt32
     /// `/proc/<pid>/exe`, when readable.
     public var executable: String?
+    /// The process, pinned; or why it could not be (it had exited).
+    var pinned: Result<PinnedProcess, ProbeFailure>?
+    /// `SO_PEERSEC`: the LSM label at connect time (AppArmor's `snap.NAME.APP (enforce)`), when an LSM labels sockets.
+    var securityLabel: String?
 
     public var description: String { "pid \(pid) uid \(uid) (\(executable ?? "?"))" }
 
@@ -17,6 +25,35 @@ public struct PeerIdentity: Sendable, CustomStringConvertible {
         let length = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
         guard length > 0 else { return nil }
         return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The caller's identity, read through its pinned `/proc` directory: once per connection, on its own thread.
+    func identify() -> CallerIdentity {
+        let pinned: PinnedProcess
+        switch self.pinned {
+        case .success(let process)?: pinned = process
+        case .failure(let failure)?:
+            return .unidentified(uid: uid, pid: pid, executable: executable, reason: failure.description)
+        case nil:
+            return .unidentified(uid: uid, pid: pid, executable: executable, reason: "the process was not pinned")
+        }
+        do {
+            let facts = try ProcessProbe.facts(of: pinned, label: securityLabel)
+            return CallerIdentity.classify(uid: uid, pid: facts.pid, pinnedBy: pinned.source.rawValue, executable: facts.executable,
+                                           cgroup: facts.cgroup, securityLabel: facts.securityLabel, root: .init(facts.root))
+        } catch {
+            return .unidentified(uid: uid, pid: pid, executable: executable, reason: error.description)
+        }
+    }
+}
+
+extension CallerIdentity.Root {
+    init(_ root: ProcessFacts.Root) {
+        switch root {
+        case .brokersOwn: self = .brokersOwn
+        case .noFlatpakInfo: self = .noFlatpakInfo
+        case .flatpakInfo(let bytes): self = .flatpakInfo(bytes)
+        }
     }
 }
 
@@ -28,13 +65,23 @@ private struct UCred: Sendable {
 }
 
 enum PeerCredentials {
-    /// The peer of a connected Unix socket, from SO_PEERCRED; nil if the kernel does not say.
+    /// The peer of a connected Unix socket, from SO_PEERCRED, pinned; nil if the kernel does not say.
     static func read(from fd: Int32) -> PeerIdentity? {
         var cred = UCred()
         var length = socklen_t(MemoryLayout<UCred>.size)
         guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) == 0, length == MemoryLayout<UCred>.size else {
             return nil
         }
-        return PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid, executable: PeerIdentity.executablePath(of: cred.pid))
+        return PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid, executable: PeerIdentity.executablePath(of: cred.pid),
+                            pinned: ProcessProbe.pin(peerOf: fd, pid: cred.pid), securityLabel: securityLabel(of: fd))
+    }
+
+    /// `SO_PEERSEC`, when an LSM labels the socket (none does on a machine without AppArmor or SELinux).
+    static func securityLabel(of fd: Int32) -> String? {
+        var buffer = [UInt8](repeating: 0, count: 512)
+        var length = socklen_t(buffer.count)
+        guard getsockopt(fd, SOL_SOCKET, SO_PEERSEC, &buffer, &length) == 0, length > 0 else { return nil }
+        let label = ProcessLabel.trimmed(String(decoding: buffer[0..<Int(length)], as: UTF8.self))
+        return label.isEmpty ? nil : label
     }
 }

@@ -5,9 +5,54 @@ import BrokerProtocol
 
 /// The token methods: wire params → broker requests, outcomes → TokenResult, TokenFailure → MSAL error codes.
 extension RequestRouter {
-    func acquireTokenSilently(_ p: AcquireTokenSilentlyParams) async throws -> [UInt8] {
-        let outcome = try await broker.acquireTokenSilently(try Self.silentRequest(p))
-        return try await encode(outcome, clientId: p.clientId, correlationId: p.correlationId)
+    func acquireTokenSilently(_ p: AcquireTokenSilentlyParams, caller: CallerIdentity) async throws -> [UInt8] {
+        let request = try Self.silentRequest(p)
+        let names = await accountNames(request.account, clientId: p.clientId)
+        try await authorize(caller, clientId: p.clientId, account: names, scopes: request.scopes)
+        let outcome: TokenOutcome
+        do { outcome = try await broker.acquireTokenSilently(request) } catch {
+            recordFailure(error, caller: caller, clientId: p.clientId, scopes: request.scopes, account: names)
+            throw error
+        }
+        return try await encode(outcome, clientId: p.clientId, correlationId: p.correlationId, caller: caller,
+                                scopes: request.scopes)
+    }
+
+    /// The names of the account a request names (its home account ID and username), for grants limited to accounts
+    /// and for the audit; what the request said when the broker does not know the account.
+    func accountNames(_ selector: AccountSelector, clientId: String) async -> (homeAccountId: String?, username: String?) {
+        if let summary = try? await broker.account(selector, visibleTo: clientId) { return (summary.homeAccountId, summary.username) }
+        switch selector {
+        case .homeAccountId(let id): return (id, nil)
+        case .username(let name): return (nil, name)
+        case .either(let text): return text.contains("@") ? (nil, text) : (text, nil)
+        }
+    }
+
+    /// The app policy's answer for this caller, asking the user when it says so; a refusal is thrown as
+    /// `appNotAllowed` (and is on the record).
+    func authorize(_ caller: CallerIdentity, clientId: String, account: (homeAccountId: String?, username: String?)?,
+                   scopes: [String]) async throws {
+        if case .failure(let refusal) = await apps.authorize(caller, frontEnd: "socket", clientId: clientId, account: account,
+                                                             scopes: scopes) {
+            throw Self.rpcError(refusal)
+        }
+    }
+
+    static func rpcError(_ refusal: AccessRefusal) -> RPCError {
+        RPCError(code: RPCErrorCode.appNotAllowed, message: refusal.message, data: .object(JSONObject([
+            "app": .string(refusal.app.description), "clientId": .string(refusal.clientId),
+            "reason": .string(refusal.reason.rawValue),
+        ])))
+    }
+
+    /// Records a token request that failed (the failure's word, never its detail: it may quote the IdP).
+    func recordFailure(_ error: Error, caller: CallerIdentity, clientId: String, scopes: [String],
+                       account: (homeAccountId: String?, username: String?)?) {
+        let word: String
+        if let failure = error as? TokenFailure { word = failure.auditWord } else { word = "error" }
+        apps.record(caller, frontEnd: "socket", clientId: clientId, scopes: scopes, homeAccountId: account?.homeAccountId,
+                    username: account?.username, outcome: word)
     }
 
     static func silentRequest(_ p: AcquireTokenSilentlyParams) throws -> SilentTokenRequest {
@@ -19,52 +64,80 @@ extension RequestRouter {
 
     /// The answer to a repeated silent request, from `memo`, before the line is parsed: nil when the line is not
     /// one the memo holds (or its answer no longer holds).
-    func rememberedAnswer(_ line: [UInt8], from peer: PeerIdentity, memory: inout ConnectionMemory) -> RememberedAnswer? {
+    func rememberedAnswer(_ line: [UInt8], from peer: PeerIdentity, caller: CallerIdentity,
+                          memory: inout ConnectionMemory) -> RememberedAnswer? {
         let started = Threads.nowNanoseconds()
         guard let shape = RequestLineShape(line), let answer = memory.answers.answer(to: shape, line: line, broker: broker)
         else { return nil }
         logHit(from: peer, since: started, into: &memory.log)
+        auditHit(answer, caller: caller, memory: &memory)
         return answer
+    }
+
+    /// Counts a remembered answer's hit for the audit (handing over the previous tally when another request came).
+    func auditHit(_ answer: RememberedAnswer, caller: CallerIdentity, memory: inout ConnectionMemory) {
+        let answers = memory.answers
+        if let finished = memory.audit.count(number: answer.subjectNumber, at: Broker.now(), subject: { answers.lastSubject! }) {
+            apps.record(finished, caller: caller)
+        }
     }
 
     /// The answer to the request this connection had answered last, asked again (`SilentAnswerMemo`); nil for any
     /// other line. Compares bytes only: it runs before anything else on every line.
-    func repeatedAnswer(_ line: UnsafeRawBufferPointer, from peer: PeerIdentity, memory: inout ConnectionMemory) -> RememberedAnswer? {
+    func repeatedAnswer(_ line: UnsafeRawBufferPointer, from peer: PeerIdentity, caller: CallerIdentity,
+                        memory: inout ConnectionMemory) -> RememberedAnswer? {
         let started = Threads.nowNanoseconds()
         guard let answer = memory.answers.answer(repeating: line, broker: broker) else { return nil }
         logHit(from: peer, since: started, into: &memory.log)
+        auditHit(answer, caller: caller, memory: &memory)
         return answer
     }
 
     /// The answer to a silent request that the cache can give at once, made on the calling thread (the connection's
     /// own): no task, no actor hop. The answer is remembered for the next time the same line comes. nil
     /// sends the request the usual way (`answer`), which also reports every error, so this path never has to.
-    func cachedAnswer(_ request: RPCRequest, line: [UInt8], from peer: PeerIdentity, memory: inout ConnectionMemory) -> [UInt8]? {
+    /// Only an app the policy allows now, without asking, is answered here (AccessMemo); the rest goes the full way,
+    /// where it is asked about or refused.
+    func cachedAnswer(_ request: RPCRequest, line: [UInt8], from peer: PeerIdentity, caller: CallerIdentity,
+                      memory: inout ConnectionMemory) -> [UInt8]? {
         guard request.method == BrokerMethod.acquireTokenSilently.rawValue, let id = request.id else { return nil }
         let started = Threads.nowNanoseconds()
         guard let p = try? params(AcquireTokenSilentlyParams.self, request), let silent = try? Self.silentRequest(p),
               let hit = broker.cachedSilentToken(silent),
+              memory.access.allows(caller, clientId: p.clientId, account: (hit.outcome.homeAccountId, hit.account.username),
+                                   scopes: silent.scopes, in: apps),
               let text = try? TokenResultText(Self.result(hit.outcome, account: hit.account, correlationId: nil))
         else { return nil }
+        let subject = HitAudit.Subject(clientId: p.clientId, homeAccountId: hit.outcome.homeAccountId,
+                                       username: hit.account.username, scopes: silent.scopes)
+        var number = 0
         if let shape = RequestLineShape(line), shape.id == id, shape.correlationId == .some(p.correlationId) {
-            memory.answers.remember(.init(text: text, freshness: hit.freshness), for: shape, line: line)
+            number = memory.nextSubjectNumber
+            memory.nextSubjectNumber += 1
+            memory.answers.remember(.init(text: text, freshness: hit.freshness, subject: subject, number: number),
+                                    for: shape, line: line)
         }
         let json = text.json(correlationId: p.correlationId)
         logHit(from: peer, since: started, into: &memory.log)
+        if let finished = memory.audit.count(subject, number: number, at: Broker.now()) { apps.record(finished, caller: caller) }
         return RPCEnvelope.success(id: id, resultJSON: json)
     }
 
-    func acquireTokenInteractively(_ p: AcquireTokenInteractivelyParams, link: ConnectionLink) async throws -> [UInt8] {
+    func acquireTokenInteractively(_ p: AcquireTokenInteractivelyParams, caller: CallerIdentity,
+                                   link: ConnectionLink) async throws -> [UInt8] {
         try Self.requireNonEmpty(p.clientId, "clientId")
+        let requested = Scopes.withResource(p.scopes, resource: p.resource)
+        try await authorize(caller, clientId: p.clientId, account: p.loginHint.map { (nil, $0) }, scopes: requested)
         guard let flow = InteractiveTokenRequest.Flow(rawValue: p.flow ?? "browser") else {
             throw RPCError.invalidParams("'flow' must be \"browser\" or \"deviceCode\"", reason: "invalidFlow")
         }
-        let request = InteractiveTokenRequest(clientId: p.clientId, authority: p.authority,
-                                              scopes: Scopes.withResource(p.scopes, resource: p.resource),
+        let request = InteractiveTokenRequest(clientId: p.clientId, authority: p.authority, scopes: requested,
                                               extraScopesToConsent: p.extraScopesToConsent ?? [], loginHint: p.loginHint,
                                               prompt: p.prompt, claims: p.claims, flow: flow)
         let broker = self.broker
-        let outcome = try await broker.acquireTokenInteractively(request) { prompt in
+        let outcome: TokenOutcome
+        do {
+            outcome = try await broker.acquireTokenInteractively(request) { prompt in
             let message: [UInt8]?
             let requestId: String
             switch prompt {
@@ -80,14 +153,29 @@ extension RequestRouter {
             }
             if let message { link.send(message) }
             link.whenClosed { Task { _ = await broker.cancelInteractiveFlow(requestId) } }
+            }
+        } catch {
+            recordFailure(error, caller: caller, clientId: p.clientId, scopes: requested, account: p.loginHint.map { (nil, $0) })
+            throw error
         }
-        return try await encode(outcome, clientId: p.clientId, correlationId: p.correlationId)
+        return try await encode(outcome, clientId: p.clientId, correlationId: p.correlationId, caller: caller, scopes: requested)
     }
 
-    private func encode(_ outcome: TokenOutcome, clientId: String, correlationId: String?) async throws -> [UInt8] {
+    /// The token result, once the grant (if it limits accounts) covers the account the token is for; on the record.
+    private func encode(_ outcome: TokenOutcome, clientId: String, correlationId: String?, caller: CallerIdentity,
+                        scopes: [String]) async throws -> [UInt8] {
         guard let summary = await broker.accountSummary(homeAccountId: outcome.homeAccountId) else {
             throw RPCError(code: RPCErrorCode.brokerInternal, message: "the token's account is not in the cache")
         }
+        let account = (homeAccountId: Optional(summary.homeAccountId), username: Optional(summary.username))
+        if case .refuse(let refusal) = apps.decide(caller, clientId: clientId, account: account, scopes: scopes),
+           refusal.reason == .outsideGrant {
+            apps.record(caller, frontEnd: "socket", clientId: clientId, scopes: scopes, homeAccountId: account.homeAccountId,
+                        username: account.username, outcome: "refused", detail: "\(refusal.reason.rawValue): \(refusal.message)")
+            throw Self.rpcError(refusal)
+        }
+        apps.record(caller, frontEnd: "socket", clientId: clientId, scopes: scopes, homeAccountId: account.homeAccountId,
+                    username: account.username, outcome: outcome.source)
         return try Self.encode(outcome, account: summary, correlationId: correlationId)
     }
 
@@ -178,6 +266,10 @@ extension RequestRouter {
         case .signInPending(let pending): return try ProtocolCoding.encode(wire(pending))
         case .signInEnded(let requestId, let clientId, let end):
             return try ProtocolCoding.encode(SignInEndedNotification(requestId: requestId, clientId: clientId, outcome: end.rawValue))
+        case .consentPending(let consent): return try ProtocolCoding.encode(wire(consent))
+        case .consentEnded(let consent, let end):
+            return try ProtocolCoding.encode(ConsentEndedNotification(consentId: consent.consentId, app: consent.app.description,
+                                                                      clientId: consent.clientId, outcome: end.rawValue))
         }
     }
 

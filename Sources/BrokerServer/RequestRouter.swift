@@ -29,13 +29,15 @@ public struct DaemonInfo: Sendable {
 /// the wire types (BrokerProtocol) and the broker's model (BrokerCore).
 final class RequestRouter: Sendable {
     let broker: Broker
+    let apps: AppAccess
     let info: DaemonInfo
     let state: ServerState
     let logger: Logger
     let requestLog: RequestLog
 
-    init(broker: Broker, info: DaemonInfo, state: ServerState, logger: Logger) {
+    init(broker: Broker, apps: AppAccess, info: DaemonInfo, state: ServerState, logger: Logger) {
         self.broker = broker
+        self.apps = apps
         self.info = info
         self.state = state
         self.logger = logger
@@ -44,10 +46,10 @@ final class RequestRouter: Sendable {
 
     /// Answers one request: the result or error JSON, or nil for a notification. Logs method, caller, duration
     /// and outcome — never params or results, which may carry secrets.
-    func answer(_ request: RPCRequest, from peer: PeerIdentity,
+    func answer(_ request: RPCRequest, from peer: PeerIdentity, caller: CallerIdentity,
                 link: ConnectionLink = .detached) async -> [UInt8]? {
         let started = ContinuousClock.now
-        let outcome = await dispatch(request, link: link)
+        let outcome = await dispatch(request, caller: caller, link: link)
         log(request, from: peer, since: started, outcome: outcome)
         guard let id = request.id else { return nil }
         switch outcome {
@@ -87,9 +89,19 @@ final class RequestRouter: Sendable {
                            executable: peer.executable), micros: micros, at: now, into: requestLog)
     }
 
-    private func dispatch(_ request: RPCRequest, link: ConnectionLink) async -> Result<[UInt8], RPCError> {
+    /// Methods that hand out or change what every app holds, or tell who holds what: only for a caller identified as
+    /// a host process. A sandboxed app could otherwise export every token or grant itself access.
+    static let hostOnlyMethods: Set<BrokerMethod> = [.getStatus, .importCache, .exportCache, .signOut, .subscribe, .getApps,
+                                                     .setAppAccess, .getAuditLog]
+
+    private func dispatch(_ request: RPCRequest, caller: CallerIdentity, link: ConnectionLink) async -> Result<[UInt8], RPCError> {
         guard let method = BrokerMethod(rawValue: request.method) else {
             return .failure(RPCError(code: RPCErrorCode.methodNotFound, message: "method not found: \(request.method)"))
+        }
+        if Self.hostOnlyMethods.contains(method), caller.app.isSandboxed || caller.failure != nil {
+            return .failure(RPCError(code: RPCErrorCode.appNotAllowed, message:
+                "\(request.method) is for the user's own tools; \(caller.app) may not call it", data: .object(JSONObject([
+                    "app": .string(caller.app.description), "reason": .string("hostOnlyMethod")]))))
         }
         // Until the whole cache is loaded, only cache hits are answered (`cachedAnswer`); the rest waits here.
         if method != .getBrokerVersion { await broker.loaded() }
@@ -105,6 +117,7 @@ final class RequestRouter: Sendable {
                 return .success(try ProtocolCoding.encode(await status()))
             case .getAccounts:
                 let p = try params(GetAccountsParams.self, request)
+                guard try mayList(caller, clientId: p.clientId) else { return .success(try ProtocolCoding.encode(AccountsResult(accounts: []))) }
                 let accounts = await broker.accounts(visibleTo: p.clientId).map(Self.wire)
                 return .success(try ProtocolCoding.encode(AccountsResult(accounts: accounts)))
             case .getAccount:
@@ -115,12 +128,16 @@ final class RequestRouter: Sendable {
                 case (nil, let name?): selector = .username(name)
                 case (nil, nil): throw RPCError.invalidParams("getAccount needs homeAccountId or username")
                 }
+                guard try mayList(caller, clientId: p.clientId) else { return .success(try ProtocolCoding.encode(AccountResult(account: nil))) }
                 let account = try await broker.account(selector, visibleTo: p.clientId)
                 return .success(try ProtocolCoding.encode(AccountResult(account: account.map(Self.wire))))
             case .removeAccount:
                 let p = try params(RemoveAccountParams.self, request)
                 try Self.requireNonEmpty(p.clientId, "clientId")
-                let report = try await broker.removeAccount(Self.selector(p.account), forClient: p.clientId)
+                let selector = try Self.selector(p.account)
+                try await authorize(caller, clientId: p.clientId, account: await accountNames(selector, clientId: p.clientId),
+                                    scopes: [])
+                let report = try await broker.removeAccount(selector, forClient: p.clientId)
                 return .success(try ProtocolCoding.encode(Self.wire(report)))
             case .signOut:
                 let p = try params(SignOutParams.self, request)
@@ -157,16 +174,24 @@ final class RequestRouter: Sendable {
                 ProcessMemory.trim()
                 return .success(try ProtocolCoding.encode(ExportResult(format: "msal", path: path, bytes: bytes)))
             case .acquireTokenSilently:
-                return .success(try await acquireTokenSilently(try params(AcquireTokenSilentlyParams.self, request)))
+                return .success(try await acquireTokenSilently(try params(AcquireTokenSilentlyParams.self, request),
+                                                               caller: caller))
             case .acquireTokenInteractively:
                 return .success(try await acquireTokenInteractively(try params(AcquireTokenInteractivelyParams.self, request),
-                                                                    link: link))
+                                                                    caller: caller, link: link))
             case .cancelInteractiveFlow:
                 let p = try params(CancelInteractiveFlowParams.self, request)
                 let canceled = await broker.cancelInteractiveFlow(p.requestId)
                 return .success(try ProtocolCoding.encode(CancelInteractiveFlowResult(canceled: canceled)))
             case .subscribe:
                 return .success(try await subscribe(try params(SubscribeParams.self, request), link: link))
+            case .getApps:
+                _ = try params(NoParams.self, request)
+                return .success(try ProtocolCoding.encode(try await appList()))
+            case .setAppAccess:
+                return .success(try ProtocolCoding.encode(try await setAppAccess(try params(SetAppAccessParams.self, request))))
+            case .getAuditLog:
+                return .success(try ProtocolCoding.encode(try await auditLog(try params(GetAuditLogParams.self, request))))
             }
         } catch let error as RPCError {
             return .failure(error)
@@ -174,6 +199,8 @@ final class RequestRouter: Sendable {
             return .failure(Self.rpcError(error))
         } catch let error as TokenFailure {
             return .failure(Self.rpcError(error))
+        } catch let error as AccessSettingError {
+            return .failure(RPCError.invalidParams(error.description, reason: "nothingPending"))
         } catch {
             return .failure(RPCError(code: RPCErrorCode.brokerInternal, message: "internal error: \(error)"))
         }
@@ -229,7 +256,8 @@ final class RequestRouter: Sendable {
             idTokens: core.idTokens, appMetadata: core.appMetadata, lastWrite: core.lastWrite,
             lastWriteError: core.lastWriteError, problems: core.problems, signInRequired: core.signInRequired,
             connections: state.connectionCount, requestsServed: state.requestsServed,
-            dbusBroker: info.dbusBroker.description, pendingSignIns: core.pendingSignIns.map(Self.wire))
+            dbusBroker: info.dbusBroker.description, pendingSignIns: core.pendingSignIns.map(Self.wire),
+            pendingConsents: await apps.pendingConsents().map(Self.wire))
     }
 
     // MARK: Core → wire

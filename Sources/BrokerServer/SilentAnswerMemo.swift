@@ -16,6 +16,9 @@ struct SilentAnswerMemo {
     struct Answer {
         var text: TokenResultText
         var freshness: HitFreshness
+        /// What the audit records of this answer, and a number that tells it from the connection's other answers.
+        var subject: HitAudit.Subject
+        var number: Int
     }
 
     /// Distinct requests remembered at most; past that, the memo starts again. An app asks for a few tokens.
@@ -31,8 +34,12 @@ struct SilentAnswerMemo {
             forget()
             return nil
         }
-        return RememberedAnswer(text: last!.answer.text, id: values.id, correlationId: values.correlationId)
+        return RememberedAnswer(text: last!.answer.text, id: values.id, correlationId: values.correlationId,
+                                subjectNumber: last!.answer.number)
     }
+
+    /// The audit subject of the answer given last.
+    var lastSubject: HitAudit.Subject? { last?.answer.subject }
 
     /// The answer to a request the memo holds, while its answer is still the answer; nil otherwise (and when the
     /// answer went stale, nothing is kept). The line's own id and correlation id go into it as it is written.
@@ -44,7 +51,8 @@ struct SilentAnswerMemo {
             return nil
         }
         last = (RepeatedRequestPattern(line: line, shape: shape), answers.values[index])
-        return RememberedAnswer(text: answers.values[index].text, id: id, correlationId: correlationId)
+        return RememberedAnswer(text: answers.values[index].text, id: id, correlationId: correlationId,
+                                subjectNumber: answers.values[index].number)
     }
 
     /// `shape` must be that of `line`, a request that parsed with the id and correlation id the shape reads.
@@ -66,11 +74,16 @@ struct RememberedAnswer {
     var text: TokenResultText
     var id: String
     var correlationId: String?
+    var subjectNumber: Int
 }
 
-/// What one connection keeps between its requests, on its own thread: its remembered answers and its count of
-/// repeated requests for the log.
+/// What one connection keeps between its requests, on its own thread: its remembered answers, its count of
+/// repeated requests for the log and of cache hits for the audit, and what it learned of the app policy.
 struct ConnectionMemory {
     var answers = SilentAnswerMemo()
     var log = RequestLog.Local()
+    var audit = HitAudit()
+    var access = AccessMemo()
+    /// Numbers the remembered answers' audit subjects.
+    var nextSubjectNumber = 1
 }

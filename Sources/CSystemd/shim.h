@@ -78,20 +78,32 @@ static inline int brokerd_bus_reply_error(sd_bus_message *m, const char *name, c
     return r;
 }
 
-// The sender's effective uid and pid, and its executable copied into `exe` (empty when unknown). <0: unknown sender.
-static inline int brokerd_bus_sender(sd_bus_message *m, uid_t *uid, pid_t *pid, char *exe, size_t exe_size) {
+// The sender of a call as the bus knows it (GetConnectionCredentials, cached by the bus when the peer connected): its
+// unique name, effective uid, pid and LSM label (LinuxSecurityLabel), each copied out. A field the bus did not give is
+// left empty (pid 0): fields sd-bus would fill in from /proc ("augmented") are refused, since they describe whoever has
+// the pid now. <0: unknown sender.
+static inline int brokerd_bus_sender_identity(sd_bus_message *m, uid_t *uid, pid_t *pid, char *unique, size_t unique_size,
+                                              char *label, size_t label_size) {
     sd_bus_creds *creds = NULL;
-    int r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID | SD_BUS_CREDS_PID | SD_BUS_CREDS_EXE | SD_BUS_CREDS_AUGMENT,
-                                      &creds);
+    int r = sd_bus_query_sender_creds(m, SD_BUS_CREDS_EUID | SD_BUS_CREDS_PID | SD_BUS_CREDS_SELINUX_CONTEXT |
+                                      SD_BUS_CREDS_UNIQUE_NAME, &creds);
     if (r < 0) return r;
+    uint64_t augmented = sd_bus_creds_get_augmented_mask(creds);
     r = sd_bus_creds_get_euid(creds, uid);
     if (r >= 0) {
-        if (sd_bus_creds_get_pid(creds, pid) < 0) *pid = 0;
-        const char *path = NULL;
-        exe[0] = 0;
-        if (exe_size > 0 && sd_bus_creds_get_exe(creds, &path) >= 0 && path) {
-            strncpy(exe, path, exe_size - 1);
-            exe[exe_size - 1] = 0;
+        if ((augmented & SD_BUS_CREDS_PID) || sd_bus_creds_get_pid(creds, pid) < 0) *pid = 0;
+        const char *text = NULL;
+        unique[0] = 0;
+        if (unique_size > 0 && sd_bus_creds_get_unique_name(creds, &text) >= 0 && text) {
+            strncpy(unique, text, unique_size - 1);
+            unique[unique_size - 1] = 0;
+        }
+        text = NULL;
+        label[0] = 0;
+        if (label_size > 0 && !(augmented & SD_BUS_CREDS_SELINUX_CONTEXT) &&
+            sd_bus_creds_get_selinux_context(creds, &text) >= 0 && text) {
+            strncpy(label, text, label_size - 1);
+            label[label_size - 1] = 0;
         }
     }
     sd_bus_creds_unref(creds);
@@ -144,6 +156,67 @@ static inline int brokerd_notify(sd_bus *bus, const char *summary, const char *b
     if (r < 0) brokerd_copy_error(&e, r, error, error_size);
     sd_bus_error_free(&e);
     return r;
+}
+
+// Notify with the actions of a consent: "allow" (Allow), "allow-once" (Allow once), "deny" (Deny). Critical urgency, no
+// expiry: the app waits for the answer, and brokerd closes the notification when the question is over.
+// `server` gets the unique name of the server that answered: only signals from it are believed.
+static inline int brokerd_notify_consent(sd_bus *bus, const char *summary, const char *body, uint32_t *id, char *server,
+                                         size_t server_size, char *error, size_t error_size) {
+    sd_bus_error e = SD_BUS_ERROR_NULL;
+    sd_bus_message *reply = NULL;
+    int r = sd_bus_call_method(bus, "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
+                               "org.freedesktop.Notifications", "Notify", &e, &reply, "susssasa{sv}i", "brokerd",
+                               (uint32_t)0, "dialog-password", summary, body, 6, "allow", "Allow", "allow-once", "Allow once",
+                               "deny", "Deny", 1, "urgency", "y", 2, (int32_t)0);
+    if (r >= 0) {
+        r = sd_bus_message_read(reply, "u", id);
+        const char *sender = sd_bus_message_get_sender(reply);
+        if (server_size > 0) {
+            strncpy(server, sender ? sender : "", server_size - 1);
+            server[server_size - 1] = 0;
+        }
+        sd_bus_message_unref(reply);
+    }
+    if (r < 0) brokerd_copy_error(&e, r, error, error_size);
+    sd_bus_error_free(&e);
+    return r;
+}
+
+// ActionInvoked(id, action_key) and NotificationClosed(id, reason), handed to Swift as handler(id, action, sender,
+// context); action is NULL for NotificationClosed; sender is the signal's unique sender name.
+typedef void (*brokerd_notification_handler)(uint32_t id, const char *action, const char *sender, void *context);
+struct brokerd_notification_target {
+    brokerd_notification_handler handler;
+    void *context;
+};
+
+static int brokerd_action_invoked(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    uint32_t id = 0;
+    const char *action = NULL;
+    if (sd_bus_message_read(m, "us", &id, &action) < 0 || !action) return 0;
+    struct brokerd_notification_target *target = (struct brokerd_notification_target *)userdata;
+    target->handler(id, action, sd_bus_message_get_sender(m), target->context);
+    return 0;
+}
+
+static int brokerd_notification_closed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    uint32_t id = 0, reason = 0;
+    if (sd_bus_message_read(m, "uu", &id, &reason) < 0) return 0;
+    struct brokerd_notification_target *target = (struct brokerd_notification_target *)userdata;
+    target->handler(id, NULL, sd_bus_message_get_sender(m), target->context);
+    return 0;
+}
+
+// Subscribes to the notification server's two signals on `bus`.
+static inline int brokerd_watch_notifications(sd_bus *bus, struct brokerd_notification_target *target) {
+    int r = sd_bus_match_signal(bus, NULL, "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
+                                "org.freedesktop.Notifications", "ActionInvoked", brokerd_action_invoked, target);
+    if (r < 0) return r;
+    return sd_bus_match_signal(bus, NULL, "org.freedesktop.Notifications", "/org/freedesktop/Notifications",
+                               "org.freedesktop.Notifications", "NotificationClosed", brokerd_notification_closed, target);
 }
 
 // CloseNotification(id).

@@ -19,7 +19,7 @@ struct Brokerctl: AsyncParsableCommand {
             """,
         version: brokerVersion,
         subcommands: [Status.self, Accounts.self, Login.self, Token.self, Remove.self, SignOut.self, Import.self, Export.self,
-                      Watch.self, Version.self])
+                      Watch.self, Apps.self, Log.self, Version.self])
 
     /// `--socket PATH` is accepted before the subcommand too (`brokerctl --socket S status`), as in ssh-add -s style tools.
     static func main() async {
@@ -33,7 +33,9 @@ struct Brokerctl: AsyncParsableCommand {
             if first == "--socket", !rest.isEmpty { moved.append(rest.removeFirst()) }
         }
         guard !moved.isEmpty, !rest.isEmpty else { return arguments }
-        return [rest[0]] + moved + rest.dropFirst()
+        // After the subcommands and their arguments (`apps allow APP`), before a `--` that ends the options.
+        let end = rest.firstIndex(of: "--") ?? rest.endIndex
+        return Array(rest[..<end]) + moved + rest[end...]
     }
 }
 

@@ -29,6 +29,7 @@ enum Format {
         rows.append(("clients", "\(s.connections) connected, \(s.requestsServed) request(s) served"))
         if let dbus = s.dbusBroker { rows.append(("D-Bus", dbus)) }
         for waiting in s.pendingSignIns ?? [] { rows.append(("sign-in waiting", waitingSignIn(waiting, now: now()))) }
+        for waiting in s.pendingConsents ?? [] { rows.append(("consent waiting", waitingConsent(waiting, now: now()))) }
         if let error = s.lastWriteError { rows.append(("WRITE ERROR", error)) }
         for problem in s.problems { rows.append(("PROBLEM", problem)) }
         return table(rows)

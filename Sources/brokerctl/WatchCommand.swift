@@ -56,9 +56,11 @@ struct WatchedEvent: Encodable {
     var requestId: String?
     var outcome: String?
     var signIn: PendingSignInInfo?
+    var consent: PendingConsentInfo?
 
     init(_ e: BrokerEvent) {
         (event, homeAccountId, clientId, requestId, outcome, signIn) = (e.kind.rawValue, e.homeAccountId, e.clientId, e.requestId, e.outcome, e.signIn)
+        consent = e.consent
     }
 }
 
@@ -74,6 +76,10 @@ extension Format {
         case .statusChanged: return "status changed"
         case .signInPending: return e.signIn.map { "sign-in waiting: " + waitingSignIn($0, now: now) } ?? "sign-in waiting\(app)"
         case .signInEnded: return "sign-in \(e.outcome ?? "ended")\(app)"
+        case .consentPending:
+            return e.consent.map { "consent waiting: " + waitingConsent($0, now: now) } ?? "consent waiting\(app)"
+        case .consentEnded:
+            return "consent \(e.outcome ?? "ended"): \(e.consent?.app ?? "?") for client ID \(e.clientId ?? "?")"
         case .browserUrl, .deviceCode: return e.kind.rawValue
         }
     }
@@ -84,6 +90,14 @@ extension Format {
         var parts = tm()
         localtime_r(&seconds, &parts)
         return [parts.tm_hour, parts.tm_min, parts.tm_sec].map { $0 < 10 ? "0\($0)" : "\($0)" }.joined(separator: ":")
+    }
+
+    /// "APP asks for client ID X (N waiting, refused in M min): brokerctl apps allow APP --client-id X".
+    static func waitingConsent(_ c: PendingConsentInfo, now: Int64) -> String {
+        let left = c.expiresOn - now
+        return "\(c.app) asks for client ID \(c.clientId) (\(c.waiting) request\(c.waiting == 1 ? "" : "s") waiting"
+            + (left > 0 ? ", refused \(relative(left)))" : ")")
+            + ": brokerctl apps allow \(c.app) --client-id \(c.clientId)"
     }
 
     /// "go to URL and enter CODE (for app X as HINT, expires in N min)".

@@ -82,6 +82,16 @@ struct Brokerd: AsyncParsableCommand {
         }
         let broker = Broker(store: store, writeDelay: .milliseconds(configuration.writeDelayMilliseconds),
                             identity: identity, logger: logger)
+        let apps: AppAccess
+        do {
+            apps = try AppAccess(settings: Self.appSettings(configuration),
+                                 databasePath: configuration.keyStore == .memory ? nil : "\(stateDirectory)/apps.db",
+                                 retention: Self.auditRetention(configuration), logger: logger,
+                                 events: { await broker.publish($0) }, onChange: { broker.forgetRememberedAnswers() })
+        } catch {
+            Self.fail("brokerd: cannot open the app database \(stateDirectory)/apps.db: \(error)")
+        }
+        let auditWriter = Task { await apps.runAuditWriter() }
         // Opened, not loaded: cache hits are answered from here on, each reading its own account, while the rest of
         // the cache loads in the background (Broker.open). Other requests wait for the load.
         do { try await broker.open() } catch {
@@ -101,7 +111,7 @@ struct Brokerd: AsyncParsableCommand {
         let dbusState = FrontEndState()
         do {
             server = try await BrokerServer.start(
-                broker: broker, socketPath: socketPath, activatedDescriptor: activated, configPath: configPath,
+                broker: broker, apps: apps, socketPath: socketPath, activatedDescriptor: activated, configPath: configPath,
                 settings: Self.settings(configuration), dbusBroker: dbusState, logger: logger)
         } catch {
             Self.fail("brokerd: cannot serve \(socketPath): \(error)")
@@ -125,7 +135,8 @@ struct Brokerd: AsyncParsableCommand {
         let serveDBus = dbusBroker ?? configuration.dbusBroker
         if !serveDBus { logger.info("the D-Bus front end is off (dbus_broker = false or --no-dbus-broker)") }
         let dbus = serveDBus ? Self.startDBus(
-            broker: broker, state: dbusState, signIn: DBusSignIn(rawValue: configuration.dbusSignIn) ?? .auto, logger: logger) : nil
+            broker: broker, apps: apps, state: dbusState, signIn: DBusSignIn(rawValue: configuration.dbusSignIn) ?? .auto, logger: logger) : nil
+        let consentNotifications = await ConsentNotifications.start(broker: broker, apps: apps, logger: logger)
         let watchdog = startWatchdog(broker: broker, logger: logger)
         let backgroundRefresh: Task<Void, Never>? = configuration.backgroundRefresh ? Task {
             await broker.runBackgroundRefresh(BackgroundRefreshSettings(
@@ -161,6 +172,7 @@ struct Brokerd: AsyncParsableCommand {
                 if let reloaded = reload(configPath: configPath, server: server, levelBox: levelBox,
                                          cliLevel: logLevel, current: configuration, logger: logger) {
                     grace = reloaded.shutdownGraceSeconds
+                    await apps.update(Self.appSettings(reloaded), retention: Self.auditRetention(reloaded))
                     // Authorities, CA bundle and sign-in settings apply to the next request.
                     if Self.identitySettings(reloaded) != identity.settings {
                         do {
@@ -188,16 +200,20 @@ struct Brokerd: AsyncParsableCommand {
         statusUpdates.cancel()
         backgroundRefresh?.cancel()
         dbus?.stop()
+        consentNotifications?.stop()
         await server.shutdown(grace: .seconds(grace), removeSocketFile: activated == nil)
         await broker.flush()
+        auditWriter.cancel()
+        await auditWriter.value
+        await apps.close()
         await identity.shutdown()
         logger.info("stopped")
     }
 
     /// The D-Bus front end, when a session bus is there and nobody else owns the name (it is never taken away).
     /// `state` gets what `getStatus.dbusBroker` says.
-    static func startDBus(broker: Broker, state: FrontEndState, signIn: DBusSignIn, logger: Logger) -> DBusFrontEnd? {
-        let methods = Broker1Methods(broker: broker, version: brokerVersion, logger: logger, signIn: signIn)
+    static func startDBus(broker: Broker, apps: AppAccess, state: FrontEndState, signIn: DBusSignIn, logger: Logger) -> DBusFrontEnd? {
+        let methods = Broker1Methods(broker: broker, apps: apps, version: brokerVersion, logger: logger, signIn: signIn)
         let (service, outcome) = DBusFrontEnd.start(methods: methods, logger: logger)
         let name = DBusFrontEnd.busName
         switch outcome {
@@ -224,6 +240,19 @@ struct Brokerd: AsyncParsableCommand {
                        maxInFlightPerConnection: configuration.maxRequestsInFlight,
                        maxBatchSize: configuration.maxBatchSize,
                        lineTimeout: .seconds(Int64(configuration.lineTimeoutSeconds)))
+    }
+
+    /// The app policy of the configuration (whose values the configuration has checked).
+    static func appSettings(_ configuration: BrokerConfiguration) -> AppPolicySettings {
+        AppPolicySettings(
+            sandboxedApps: AppPolicySettings.Sandboxed(rawValue: configuration.sandboxedApps) ?? .ask,
+            unsandboxedApps: AppPolicySettings.Unsandboxed(rawValue: configuration.unsandboxedApps) ?? .allow,
+            pins: configuration.pins.map { AppPin(clientId: $0.clientId, apps: $0.apps.compactMap(AppID.init(parsing:))) },
+            consentTimeoutSeconds: configuration.consentTimeoutSeconds)
+    }
+
+    static func auditRetention(_ configuration: BrokerConfiguration) -> AppAccess.AuditRetention {
+        AppAccess.AuditRetention(days: configuration.auditRetentionDays, maximumRows: configuration.auditMaxRows)
     }
 
     static func identitySettings(_ configuration: BrokerConfiguration) -> IdentityProvider.Settings {

@@ -10,6 +10,10 @@ public enum BrokerEvent: Sendable, Equatable {
     case signInPending(PendingSignIn)
     /// A pending sign-in ended.
     case signInEnded(requestId: String, clientId: String, end: SignInEnd)
+    /// An app waits for the user to say whether it may use a client ID (AppAccess).
+    case consentPending(PendingConsent)
+    /// That question was answered, or timed out.
+    case consentEnded(PendingConsent, ConsentEnd)
 
     public var name: String {
         switch self {
@@ -19,6 +23,8 @@ public enum BrokerEvent: Sendable, Equatable {
         case .statusChanged: return "statusChanged"
         case .signInPending: return "signInPending"
         case .signInEnded: return "signInEnded"
+        case .consentPending: return "consentPending"
+        case .consentEnded: return "consentEnded"
         }
     }
 }
@@ -38,6 +44,15 @@ extension Broker {
 
     private func unsubscribe(_ id: Int) {
         subscribers[id] = nil
+    }
+
+    /// Sends an event of another part of the broker (AppAccess's consents) to the subscribers.
+    public func publish(_ event: BrokerEvent) { emit(event) }
+
+    /// Makes every answer a connection remembers stale (`isStillFresh` fails from now on): the app policy changed, and a
+    /// remembered answer was given under the old one.
+    public nonisolated func forgetRememberedAnswers() {
+        cell.withLock { $0.cacheChanged() }
     }
 
     func emit(_ event: BrokerEvent) {

@@ -108,3 +108,19 @@ public enum TokenFailure: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 }
+
+extension TokenFailure {
+    /// The failure's word in the audit (`brokerctl log`): the kind, never the detail, which may quote the IdP.
+    public var auditWord: String {
+        switch self {
+        case .interactionRequired: return "interactionRequired"
+        case .serverDeclinedScopes: return "serverDeclinedScopes"
+        case .protectionPoliciesRequired: return "protectionPoliciesRequired"
+        case .userCanceled: return "userCanceled"
+        case .serverError: return "serverError"
+        case .unavailable: return "unavailable"
+        case .invalidRequest(_, let reason): return "invalidRequest:\(reason)"
+        case .internal: return "internal"
+        }
+    }
+}

@@ -1,0 +1,85 @@
+import BrokerCore
+
+/// One connection's count of the cache hits it answers on its own thread, for the audit: hits of the same request
+/// (same client ID, account and scopes) are counted together and handed to the audit as one row with their count when
+/// another request comes, when `window` seconds have passed, or when the connection closes. A repeated hit costs a
+/// comparison and an increment; every hit is counted.
+struct HitAudit {
+    struct Subject: Equatable, Sendable {
+        var clientId: String
+        var homeAccountId: String
+        var username: String?
+        var scopes: [String]
+    }
+
+    static let window: Int64 = 10
+
+    private var subject: Subject?
+    /// The remembered answer (`SilentAnswerMemo`) whose subject is being counted; 0 for none.
+    private var number = 0
+    private var count = 0
+    private var first: Int64 = 0
+    private var last: Int64 = 0
+
+    /// Counts a hit of the remembered answer `number` (its subject given by `subject()` when it is not the one being
+    /// counted). Returns a finished tally to hand over, if one finished.
+    mutating func count(number: Int, at now: Int64, subject: () -> Subject) -> Finished? {
+        if number != 0, number == self.number, now - first < Self.window {
+            count += 1
+            last = now
+            return nil
+        }
+        return start(subject(), number: number, at: now)
+    }
+
+    /// Counts a hit answered without a remembered answer.
+    mutating func count(_ subject: Subject, number: Int, at now: Int64) -> Finished? {
+        if subject == self.subject, now - first < Self.window {
+            count += 1
+            last = now
+            self.number = number
+            return nil
+        }
+        return start(subject, number: number, at: now)
+    }
+
+    private mutating func start(_ subject: Subject, number: Int, at now: Int64) -> Finished? {
+        let finished = take()
+        self.subject = subject
+        self.number = number
+        count = 1
+        first = now
+        last = now
+        return finished
+    }
+
+    struct Finished {
+        var subject: Subject
+        var count: Int
+        var first: Int64
+        var last: Int64
+    }
+
+    /// The tally so far, if any, leaving it empty.
+    mutating func take() -> Finished? {
+        defer {
+            subject = nil
+            number = 0
+            count = 0
+        }
+        guard let subject, count > 0 else { return nil }
+        return Finished(subject: subject, count: count, first: first, last: last)
+    }
+
+    /// When the window of the tally ends (Unix seconds); nil when there is nothing to hand over.
+    var due: Int64? { count > 0 ? first + Self.window : nil }
+}
+
+extension AppAccess {
+    /// Hands a connection's counted cache hits to the audit.
+    nonisolated func record(_ finished: HitAudit.Finished, caller: CallerIdentity) {
+        let subject = finished.subject
+        record(caller, frontEnd: "socket", clientId: subject.clientId, scopes: subject.scopes, homeAccountId: subject.homeAccountId,
+               username: subject.username, outcome: "cache", count: finished.count, since: finished.first)
+    }
+}
