@@ -38,9 +38,9 @@ while (($#)); do
     shift
 done
 if ((quick)); then
-    big_accounts=1000 seq=2000 warm=200 secs=1 msal_calls=2000 runs=10 py_runs=5 cold_runs=3 removes=10
+    big_accounts=1000 seq=2000 warm=200 secs=1 msal_calls=2000 runs=10 py_runs=5 cold_runs=3 removes=10 audit_rows=100000
 else
-    big_accounts=10000 seq=20000 warm=2000 secs=3 msal_calls=20000 runs=30 py_runs=30 cold_runs=5 removes=20
+    big_accounts=10000 seq=20000 warm=2000 secs=3 msal_calls=20000 runs=30 py_runs=30 cold_runs=5 removes=20 audit_rows=1000000
 fi
 per_account=10
 started=$SECONDS
@@ -448,6 +448,25 @@ if [[ -n $state_cold ]] && command -v systemd-socket-activate >/dev/null; then
 else
     note "cold start not measured (no 1,000-account state, or systemd-socket-activate missing: apt-get install systemd)"
 fi
+
+# --- 7. the audit -----------------------------------------------------------------------------------------------
+# brokerd makes apps.db with its schema at start; make_audit.py fills it as brokerd would (the rows of a day of use)
+# while it is stopped; then `brokerctl log --app APP` (the newest 100 rows of one app) is timed as a whole process.
+step "audit: brokerctl log over $audit_rows rows ($runs runs)"
+state_audit=$work/state-audit
+record audit_rows "$audit_rows"
+if start_daemon audit "$state_audit" "$version_request"; then
+    stop_daemon "$pid"
+    if "$py" "$bench/make_audit.py" "$state_audit/apps.db" "$audit_rows" >/dev/null && \
+        start_daemon audit "$state_audit" "$version_request"; then
+        # One line per row: the app has more than 100 rows, so a run that printed anything else is no figure.
+        if figures=$("$py" "$bench/timing.py" procs "$runs" --stdout-lines 100 -- "$brokerctl" log --app \
+            flatpak:org.example.App7 --socket "$sock"); then
+            record_all auditlog "$figures"
+        else note "brokerctl log --app failed"; fi
+        stop_daemon "$pid"
+    else note "the audit could not be filled, or brokerd did not start with it"; fi
+else note "brokerd did not start (fresh state for the audit)"; fi
 
 # --- the table --------------------------------------------------------------------------------------------------
 step "done in $((SECONDS - started)) s"

@@ -19,6 +19,7 @@
 #                   (the real msal-python client of the D-Bus tests)
 #   python3-gi, gir1.2-glib-2.0  the desktop notification server the headless sign-in tests put on their private bus
 #   libsecret-tools secret-tool: the key store tests read brokerd's key item in gnome-keyring with a real client
+#   bubblewrap, xdg-dbus-proxy  Flatpak's sandbox and bus filter: the app-identity tests run their clients in them
 # Only what is missing is installed; `apt-get update` runs only then.
 set -euo pipefail
 
@@ -27,7 +28,7 @@ packages=(
     debhelper dpkg-dev lintian rpm man-db
     chromium chromium-driver python3-selenium
     dbus-daemon gnome-keyring libsecret-1-0 libwebkit2gtk-4.1-0 libjavascriptcoregtk-4.1-0 libgtk-3-0 libsoup-3.0-0
-    python3-gi gir1.2-glib-2.0 libsecret-tools python3-dbus
+    python3-gi gir1.2-glib-2.0 libsecret-tools python3-dbus bubblewrap xdg-dbus-proxy
 )
 missing=()
 for package in "${packages[@]}"; do

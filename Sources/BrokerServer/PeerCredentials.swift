@@ -29,6 +29,12 @@ public struct PeerIdentity: Sendable, CustomStringConvertible {
 
     /// The caller's identity, read through its pinned `/proc` directory: once per connection, on its own thread.
     func identify() -> CallerIdentity {
+        // Root let in by `allow_root` while brokerd runs as another user: its /proc entry is closed to brokerd, and no
+        // sandbox binds root. It is named by its executable, as the kernel showed it at connect time.
+        if uid == 0, geteuid() != 0 {
+            return CallerIdentity(uid: uid, pid: pid, executable: executable ?? "(a process of root)",
+                                  notes: ["root, let in by allow_root: not inspected"])
+        }
         let pinned: PinnedProcess
         switch self.pinned {
         case .success(let process)?: pinned = process

@@ -254,7 +254,7 @@ final class RequestRouter: Sendable {
                                    location: core.keyStore.location, reason: core.keyStoreReason),
             accounts: core.accounts, accessTokens: core.accessTokens, refreshTokens: core.refreshTokens,
             idTokens: core.idTokens, appMetadata: core.appMetadata, lastWrite: core.lastWrite,
-            lastWriteError: core.lastWriteError, problems: core.problems, signInRequired: core.signInRequired,
+            lastWriteError: core.lastWriteError, problems: core.problems + [apps.problem].compactMap { $0 }, signInRequired: core.signInRequired,
             connections: state.connectionCount, requestsServed: state.requestsServed,
             dbusBroker: info.dbusBroker.description, pendingSignIns: core.pendingSignIns.map(Self.wire),
             pendingConsents: await apps.pendingConsents().map(Self.wire))

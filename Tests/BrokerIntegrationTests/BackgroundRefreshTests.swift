@@ -52,7 +52,8 @@ final class BackgroundRefreshTests: XCTestCase {
         let subscriber = try RawClient(daemon.socket, receiveTimeout: 20)
         let subscribed = try subscriber.call(#"{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{}}"#)
         XCTAssertEqual((subscribed["result"] as? [String: Any])?["events"] as? [String],
-                       ["accountAdded", "accountRemoved", "signInRequired", "statusChanged", "signInPending", "signInEnded"],
+                       ["accountAdded", "accountRemoved", "signInRequired", "statusChanged", "signInPending", "signInEnded",
+                        "consentPending", "consentEnded"],
                        "\(subscribed)")
 
         let login = try daemon.ctl(["login", "mail", "--config", daemon.configPath, "--json"])

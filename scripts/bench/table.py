@@ -113,9 +113,13 @@ sections += [
         (f"removeAccount, one app of one account (median of {g('remove_count', '?')})", "remove_median_ms", "ms",
          None, None, "max", 20),
     ]),
+    (f"7. The audit: {int(num('audit_rows') or 0):,} rows of 50 apps (median of {g('procs_runs', '?')} runs)", [
+        ("brokerctl log --app APP (its newest 100 rows), whole process", "auditlog_median_ms", "ms", "brokerctl --help",
+         "help_median_ms", "max", 200),
+    ]),
 ]
 
-means = {"help_median_ms": "help_mean_ms", "token_median_ms": "token_mean_ms",
+means = {"help_median_ms": "help_mean_ms", "token_median_ms": "token_mean_ms", "auditlog_median_ms": "auditlog_mean_ms",
          "msalproc_median_ms": "msalproc_mean_ms"}
 header = ["#", "measurement", "value", "baseline (same run)", "ratio", "target", "result"]
 table, missing, n = [], 0, 0

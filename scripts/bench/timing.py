@@ -9,9 +9,10 @@
     timing.py each SOCKET LINES_FILE [--expect STR]...
         Sends each line of LINES_FILE on one connection, one at a time, timing each round trip (removeAccount:
         brokerd answers once the change is on disk, so this is the time of a durable change).
-    timing.py procs RUNS [--stdout TEXT] -- COMMAND...
+    timing.py procs RUNS [--stdout TEXT | --stdout-lines N] -- COMMAND...
         Runs COMMAND once to warm the page cache, then RUNS times, timing each whole process; with --stdout,
-        each run's standard output (stripped) must be TEXT, so a run that printed an error is not a figure.
+        each run's standard output (stripped) must be TEXT, with --stdout-lines it must be N lines, so a run that
+        printed an error is not a figure.
 Every answer must contain each --expect string (default "result"); otherwise the exit status is 1.
 """
 import argparse
@@ -93,7 +94,9 @@ def procs(args):
         done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
         elapsed = (time.perf_counter() - t0) * 1000
         out = done.stdout.decode("utf-8", "replace").strip()
-        if done.returncode != 0 or (args.stdout is not None and out != args.stdout):
+        lines = len(out.splitlines())
+        if done.returncode != 0 or (args.stdout is not None and out != args.stdout) or \
+                (args.stdout_lines is not None and lines != args.stdout_lines):
             print(f"timing.py: {command[0]} exited {done.returncode}: {(out or done.stderr.decode())[:400]}",
                   file=sys.stderr)
             sys.exit(1)
@@ -117,6 +120,7 @@ def main():
     p = sub.add_parser("procs")
     p.add_argument("runs", type=int)
     p.add_argument("--stdout")
+    p.add_argument("--stdout-lines", type=int, help="each run must print this many lines")
     for s in (a, e):
         s.add_argument("--expect", action="append")
     argv = sys.argv[1:]

@@ -38,12 +38,27 @@ public actor AppAccess {
         }
     }
 
-    /// `databasePath` nil keeps everything in memory (the `memory` key store). `events` publishes consentPending and
-    /// consentEnded; `onChange` is called whenever a grant, denial or setting changes.
+    /// Why the app database is kept in memory although a path was given (it could not be opened), for the status.
+    public nonisolated let problem: String?
+
+    /// `databasePath` nil keeps everything in memory (the `memory` key store); a database that cannot be opened (a
+    /// read-only state directory) is kept in memory too, with `problem` saying so: brokerd serves on, and the grants
+    /// made meanwhile last until it stops. `events` publishes consentPending and consentEnded; `onChange` is called
+    /// whenever a grant, denial or setting changes.
     public init(settings: AppPolicySettings, databasePath: String?, retention: AuditRetention = AuditRetention(),
                 logger: Logger, events: @escaping @Sendable (BrokerEvent) async -> Void = { _ in },
                 onChange: @escaping @Sendable () -> Void = {}) throws {
-        database = try AppDatabase(path: databasePath ?? ":memory:")
+        var problem: String?
+        do {
+            database = try AppDatabase(path: databasePath ?? ":memory:")
+        } catch {
+            guard let databasePath else { throw error }
+            problem = "the app database \(databasePath) cannot be opened (\(error)): grants, denials and the audit are kept "
+                + "in memory until brokerd stops"
+            logger.error("\(problem!)")
+            database = try AppDatabase(path: ":memory:")
+        }
+        self.problem = problem
         let grants = try database.grants().compactMap(Self.grant(from:))
         policy = Mutex(AppPolicy(settings: settings, grants: grants))
         self.retention = retention
