@@ -59,20 +59,22 @@ extension ClientConnection {
     private func answerRepeat(_ range: Range<Int>) -> Bool {
         guard !state.isDraining else { return false }
         let answer = pending.withUnsafeBytes { bytes in
-            router.repeatedAnswer(UnsafeRawBufferPointer(rebasing: bytes[range]), from: peer, caller: caller, memory: &memory)
+            router.repeatedAnswer(UnsafeRawBufferPointer(rebasing: bytes[range]), from: peer, memory: &memory)
         }
         guard let answer else { return false }
         send(answer)
         countRememberedAnswer()
+        auditHit(answer)
         return true
     }
 
     private func handleLine(_ line: [UInt8]) {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
         // A request asked before, whose answer still holds, is answered before it is even parsed.
-        if !state.isDraining, let answer = router.rememberedAnswer(line, from: peer, caller: caller, memory: &memory) {
+        if !state.isDraining, let answer = router.rememberedAnswer(line, from: peer, memory: &memory) {
             send(answer)
             countRememberedAnswer()
+            auditHit(answer)
             return
         }
         switch RPCEnvelope.parse(line) {

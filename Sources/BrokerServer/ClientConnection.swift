@@ -30,7 +30,9 @@ import Musl
 /// Everything but the `let`s, `commitments`, `activity` and the inbox is touched only on the connection's thread.
 final class ClientConnection: @unchecked Sendable {
     let peer: PeerIdentity
-    /// Which app is on the other end: worked out once, when the connection starts serving (`PeerIdentity.identify`).
+    /// The peer as accepted, its process pinned for the connection's life.
+    private let accepted: AcceptedPeer?
+    /// Which app is on the other end: worked out once, when the connection starts serving (`AcceptedPeer.identify`).
     var caller: CallerIdentity
     let link: ConnectionLink
     let inbox: ConnectionInbox
@@ -90,12 +92,13 @@ final class ClientConnection: @unchecked Sendable {
     static let lingerTime: Int64 = 1000
 
     /// `peer`: nil when the kernel would not say who connected (the connection is then refused).
-    init?(fd: Int32, peer: PeerIdentity?, state: ServerState, router: RequestRouter, table: ConnectionTable,
+    init?(fd: Int32, peer: AcceptedPeer?, state: ServerState, router: RequestRouter, table: ConnectionTable,
           logger: Logger) {
         guard let wakeup = Wakeup() else { return nil }
         self.fd = fd
         self.credentialsKnown = peer != nil
-        self.peer = peer ?? PeerIdentity(pid: 0, uid: UInt32.max, gid: UInt32.max, executable: nil)
+        accepted = peer
+        self.peer = peer?.identity ?? PeerIdentity(pid: 0, uid: UInt32.max, gid: UInt32.max, executable: nil)
         caller = .unidentified(uid: self.peer.uid, pid: self.peer.pid, executable: self.peer.executable, reason: "not yet identified")
         let inbox = ConnectionInbox(wakeup: wakeup, state: state)
         self.inbox = inbox
@@ -205,7 +208,7 @@ final class ClientConnection: @unchecked Sendable {
         case .waitForRoom: if let error = waitForRoom() { phase = .refusing(error) }
         }
         if case .serving = phase {
-            caller = peer.identify()
+            if let accepted { caller = accepted.identify() }
             logger.debug("caller identified", metadata: [
                 "client_pid": "\(peer.pid)", "app": "\(caller.app)", "pinned_by": "\(caller.pinnedBy ?? "-")",
                 "unit": "\(caller.unit ?? "-")", "notes": "\(caller.notes.joined(separator: "; "))",
@@ -366,6 +369,17 @@ final class ClientConnection: @unchecked Sendable {
     /// Hands the cache hits counted for the audit over to it.
     func handOverAudit() {
         if let finished = memory.audit.take() { router.apps.record(finished, caller: caller) }
+    }
+
+    /// Counts a remembered answer's hit for the audit: an increment while the same request repeats; another request
+    /// (or the end of the window) hands the tally over.
+    func auditHit(_ answer: RememberedAnswer) {
+        let now = Broker.now()
+        if memory.audit.countRepeat(number: answer.subjectNumber, at: now) { return }
+        guard let subject = memory.answers.lastSubject else { return }
+        if let finished = memory.audit.start(subject, number: answer.subjectNumber, at: now) {
+            router.apps.record(finished, caller: caller)
+        }
     }
 
     private func checkTimeouts(reading: Bool) {

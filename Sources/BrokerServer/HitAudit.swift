@@ -21,29 +21,27 @@ struct HitAudit {
     private var first: Int64 = 0
     private var last: Int64 = 0
 
-    /// Counts a hit of the remembered answer `number` (its subject given by `subject()` when it is not the one being
-    /// counted). Returns a finished tally to hand over, if one finished.
-    mutating func count(number: Int, at now: Int64, subject: () -> Subject) -> Finished? {
-        if number != 0, number == self.number, now - first < Self.window {
-            count += 1
-            last = now
-            return nil
-        }
-        return start(subject(), number: number, at: now)
+    /// Counts a hit of the remembered answer `number` if it is the one being counted and the window is open: the
+    /// whole cost of a repeated hit. False: `start` a new tally.
+    mutating func countRepeat(number: Int, at now: Int64) -> Bool {
+        guard number != 0, number == self.number, now - first < Self.window else { return false }
+        count += 1
+        last = now
+        return true
     }
 
-    /// Counts a hit answered without a remembered answer.
-    mutating func count(_ subject: Subject, number: Int, at now: Int64) -> Finished? {
-        if subject == self.subject, now - first < Self.window {
-            count += 1
-            last = now
-            self.number = number
-            return nil
-        }
-        return start(subject, number: number, at: now)
+    /// Counts a hit answered without a remembered answer (or with one of another number) if its subject is the one
+    /// being counted and the window is open.
+    mutating func countRepeat(_ subject: Subject, number: Int, at now: Int64) -> Bool {
+        guard subject == self.subject, now - first < Self.window else { return false }
+        count += 1
+        last = now
+        self.number = number
+        return true
     }
 
-    private mutating func start(_ subject: Subject, number: Int, at now: Int64) -> Finished? {
+    /// Starts a tally with this hit; returns the one it replaces, to hand over.
+    mutating func start(_ subject: Subject, number: Int, at now: Int64) -> Finished? {
         let finished = take()
         self.subject = subject
         self.number = number

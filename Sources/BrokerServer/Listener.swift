@@ -53,7 +53,7 @@ final class Listener: Sendable {
     }
 
     /// Accepts until `stop`, on a thread of its own; false if no thread could be started.
-    func start(logger: Logger, accepted: @escaping @Sendable (Int32, PeerIdentity?) -> Void) -> Bool {
+    func start(logger: Logger, accepted: @escaping @Sendable (Int32, AcceptedPeer?) -> Void) -> Bool {
         Threads.start { [self] in
             acceptLoop(logger: logger, accepted: accepted)
             close(fd)
@@ -61,7 +61,7 @@ final class Listener: Sendable {
         }
     }
 
-    private func acceptLoop(logger: Logger, accepted: @Sendable (Int32, PeerIdentity?) -> Void) {
+    private func acceptLoop(logger: Logger, accepted: @Sendable (Int32, AcceptedPeer?) -> Void) {
         while true {
             let stopping = withUnsafeTemporaryAllocation(of: pollfd.self, capacity: 2) { fds -> Bool in
                 fds[0] = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)

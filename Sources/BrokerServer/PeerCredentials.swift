@@ -5,18 +5,14 @@ import BrokerPlatform
 import Glibc
 #endif
 
-/// Who is on the other end of a connection, from SO_PEERCRED (set by the kernel at connect time), with the process
-/// pinned at accept (`SO_PEERPIDFD`, else `pidfd_open` of that pid) so that the identity read later is that process's.
+/// Who is on the other end of a connection, from SO_PEERCRED (set by the kernel at connect time): what the request
+/// log names. Which app it is, is the connection's `caller` (CallerIdentity), worked out from an `AcceptedPeer`.
 public struct PeerIdentity: Sendable, CustomStringConvertible {
     public var pid: Int32
     public var uid: UInt32
     public var gid: UInt32
     /// `/proc/<pid>/exe`, when readable.
     public var executable: String?
-    /// The process, pinned; or why it could not be (it had exited).
-    var pinned: Result<PinnedProcess, ProbeFailure>?
-    /// `SO_PEERSEC`: the LSM label at connect time (AppArmor's `snap.NAME.APP (enforce)`), when an LSM labels sockets.
-    var securityLabel: String?
 
     public var description: String { "pid \(pid) uid \(uid) (\(executable ?? "?"))" }
 
@@ -26,24 +22,29 @@ public struct PeerIdentity: Sendable, CustomStringConvertible {
         guard length > 0 else { return nil }
         return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
+}
+
+/// The peer of a connection as accepted: its credentials, and its process pinned at accept (`SO_PEERPIDFD`, else
+/// `pidfd_open` of the SO_PEERCRED pid) so that the identity read later is that process's. The connection keeps the
+/// pin for its life.
+struct AcceptedPeer: Sendable {
+    var identity: PeerIdentity
+    /// The process, pinned; or why it could not be (it had exited).
+    var process: Result<PinnedProcess, ProbeFailure>
+    /// `SO_PEERSEC`: the LSM label at connect time (AppArmor's `snap.NAME.APP (enforce)`), when an LSM labels sockets.
+    var securityLabel: String?
 
     /// The caller's identity, read through its pinned `/proc` directory: once per connection, on its own thread.
     func identify() -> CallerIdentity {
+        let (uid, pid, executable) = (identity.uid, identity.pid, identity.executable)
         // Root let in by `allow_root` while brokerd runs as another user: its /proc entry is closed to brokerd, and no
         // sandbox binds root. It is named by its executable, as the kernel showed it at connect time.
         if uid == 0, geteuid() != 0 {
             return CallerIdentity(uid: uid, pid: pid, executable: executable ?? "(a process of root)",
                                   notes: ["root, let in by allow_root: not inspected"])
         }
-        let pinned: PinnedProcess
-        switch self.pinned {
-        case .success(let process)?: pinned = process
-        case .failure(let failure)?:
-            return .unidentified(uid: uid, pid: pid, executable: executable, reason: failure.description)
-        case nil:
-            return .unidentified(uid: uid, pid: pid, executable: executable, reason: "the process was not pinned")
-        }
         do {
+            let pinned = try process.get()
             let facts = try ProcessProbe.facts(of: pinned, label: securityLabel)
             return CallerIdentity.classify(uid: uid, pid: facts.pid, pinnedBy: pinned.source.rawValue, executable: facts.executable,
                                            cgroup: facts.cgroup, securityLabel: facts.securityLabel, root: .init(facts.root))
@@ -72,14 +73,16 @@ private struct UCred: Sendable {
 
 enum PeerCredentials {
     /// The peer of a connected Unix socket, from SO_PEERCRED, pinned; nil if the kernel does not say.
-    static func read(from fd: Int32) -> PeerIdentity? {
+    static func read(from fd: Int32) -> AcceptedPeer? {
         var cred = UCred()
         var length = socklen_t(MemoryLayout<UCred>.size)
         guard getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &length) == 0, length == MemoryLayout<UCred>.size else {
             return nil
         }
-        return PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid, executable: PeerIdentity.executablePath(of: cred.pid),
-                            pinned: ProcessProbe.pin(peerOf: fd, pid: cred.pid), securityLabel: securityLabel(of: fd))
+        let identity = PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid,
+                                    executable: PeerIdentity.executablePath(of: cred.pid))
+        return AcceptedPeer(identity: identity, process: ProcessProbe.pin(peerOf: fd, pid: cred.pid),
+                            securityLabel: securityLabel(of: fd))
     }
 
     /// `SO_PEERSEC`, when an LSM labels the socket (none does on a machine without AppArmor or SELinux).

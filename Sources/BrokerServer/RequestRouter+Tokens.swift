@@ -64,32 +64,20 @@ extension RequestRouter {
 
     /// The answer to a repeated silent request, from `memo`, before the line is parsed: nil when the line is not
     /// one the memo holds (or its answer no longer holds).
-    func rememberedAnswer(_ line: [UInt8], from peer: PeerIdentity, caller: CallerIdentity,
-                          memory: inout ConnectionMemory) -> RememberedAnswer? {
+    func rememberedAnswer(_ line: [UInt8], from peer: PeerIdentity, memory: inout ConnectionMemory) -> RememberedAnswer? {
         let started = Threads.nowNanoseconds()
         guard let shape = RequestLineShape(line), let answer = memory.answers.answer(to: shape, line: line, broker: broker)
         else { return nil }
         logHit(from: peer, since: started, into: &memory.log)
-        auditHit(answer, caller: caller, memory: &memory)
         return answer
-    }
-
-    /// Counts a remembered answer's hit for the audit (handing over the previous tally when another request came).
-    func auditHit(_ answer: RememberedAnswer, caller: CallerIdentity, memory: inout ConnectionMemory) {
-        let answers = memory.answers
-        if let finished = memory.audit.count(number: answer.subjectNumber, at: Broker.now(), subject: { answers.lastSubject! }) {
-            apps.record(finished, caller: caller)
-        }
     }
 
     /// The answer to the request this connection had answered last, asked again (`SilentAnswerMemo`); nil for any
     /// other line. Compares bytes only: it runs before anything else on every line.
-    func repeatedAnswer(_ line: UnsafeRawBufferPointer, from peer: PeerIdentity, caller: CallerIdentity,
-                        memory: inout ConnectionMemory) -> RememberedAnswer? {
+    func repeatedAnswer(_ line: UnsafeRawBufferPointer, from peer: PeerIdentity, memory: inout ConnectionMemory) -> RememberedAnswer? {
         let started = Threads.nowNanoseconds()
         guard let answer = memory.answers.answer(repeating: line, broker: broker) else { return nil }
         logHit(from: peer, since: started, into: &memory.log)
-        auditHit(answer, caller: caller, memory: &memory)
         return answer
     }
 
@@ -119,7 +107,11 @@ extension RequestRouter {
         }
         let json = text.json(correlationId: p.correlationId)
         logHit(from: peer, since: started, into: &memory.log)
-        if let finished = memory.audit.count(subject, number: number, at: Broker.now()) { apps.record(finished, caller: caller) }
+        let now = Broker.now()
+        if !memory.audit.countRepeat(subject, number: number, at: now),
+           let finished = memory.audit.start(subject, number: number, at: now) {
+            apps.record(finished, caller: caller)
+        }
         return RPCEnvelope.success(id: id, resultJSON: json)
     }
 

@@ -68,6 +68,14 @@ final class AppIdentityRulesTests: XCTestCase {
         XCTAssertEqual(refusal.reason, .unidentifiedCaller)
     }
 
+    func testUnsandboxedAppsAskedAboutOnceAGrantIsKept() {
+        var policy = AppPolicy(settings: AppPolicySettings(unsandboxedApps: .ask))
+        XCTAssertEqual(policy.decide(az, clientId: "c", account: nil, scopes: []), .ask)
+        policy.set(AppGrant(app: az.app, clientId: "c", allowed: true, since: 0))
+        XCTAssertEqual(policy.decide(az, clientId: "c", account: nil, scopes: []), .allow(.granted))
+        XCTAssertEqual(policy.decide(az, clientId: "other", account: nil, scopes: []), .ask, "each client ID once")
+    }
+
     func testAPinWinsOverEverythingElse() {
         var policy = AppPolicy(settings: AppPolicySettings(pins: [AppPin(clientId: "az", apps: [AppID(parsing: "exe:/usr/bin/az")!])]))
         policy.set(AppGrant(app: mail.app, clientId: "az", allowed: true, since: 0))

@@ -51,12 +51,12 @@ final class AppIdentityDBusTests: XCTestCase {
             """) + "."
     }
 
-    /// xdg-dbus-proxy in front of the private bus, letting through com.microsoft.identity.broker1 only: in `sandbox`
-    /// (as `flatpak run` starts it) or on the host. Returns the proxy's socket.
-    private func startProxy(in sandbox: FlatpakSandbox?) throws -> String {
+    /// xdg-dbus-proxy in front of the private bus, letting through com.microsoft.identity.broker1 (and `talk`) only: in
+    /// `sandbox` (as `flatpak run` starts it) or on the host. Returns the proxy's socket.
+    private func startProxy(in sandbox: FlatpakSandbox?, talk: [String] = []) throws -> String {
         let proxy = try requireTool("/usr/bin/xdg-dbus-proxy", package: "xdg-dbus-proxy")
         let socket = directory.path + "/proxy-\(processes.count)"
-        var command = [proxy, bus.address, socket, "--filter", "--talk=com.microsoft.identity.broker1"]
+        var command = [proxy, bus.address, socket, "--filter", "--talk=com.microsoft.identity.broker1"] + talk.map { "--talk=\($0)" }
         if let sandbox {
             command = sandbox.command(command, binds: [bus.directory.path, directory.path], sharePid: true)
         }
@@ -121,5 +121,60 @@ final class AppIdentityDBusTests: XCTestCase {
         let proxy = try startProxy(in: nil)
         XCTAssertNotNil(response(try silentThroughProxy(proxy, app: app))["accessToken"])
         XCTAssertEqual(try audit(daemon).first?["app"] as? String, "exe:/usr/bin/xdg-dbus-proxy")
+    }
+
+    /// The real msal-python + pymsalruntime as a Flatpak app would run it: in a sandbox of its own, its session bus the
+    /// xdg-dbus-proxy that runs in the same app's sandbox and lets through brokerd's name and the Secret Service
+    /// (pymsalruntime keeps its own cache there). Refused first (msal-python gets status 9 as an error and starts no
+    /// sign-in of its own), then granted with brokerctl, then signed in through brokerd.
+    func testTheRealMSALPythonInAFlatpakSandbox() throws {
+        let python = try msalPython()
+        try bus.startSecretService()
+        let entra = try TestEntra()
+        let daemon = try Daemon(config: entra.brokerConfig + "\nsandboxed_apps = \"deny\"\n")
+        daemon.environment = ["BROWSER": TestIdP.fakeBrowser, "IDP_BROWSER_LOG": entra.directory.path + "/browser.log",
+                              "DBUS_SESSION_BUS_ADDRESS": bus.address]
+        daemon.extraArguments = ["--dbus-broker"]
+        try daemon.start()
+        try bus.waitForBroker()
+        let app = try FlatpakSandbox(appId: "org.example.MsalApp", in: directory.path)
+        let proxy = try startProxy(in: app, talk: ["org.freedesktop.secrets"])
+        // The venv and the Python it was made from (pyenv's or Debian's) are bound in read-only, as a Flatpak's runtime.
+        let interpreter = try XCTUnwrap(realpath(python, nil).map { path -> String in
+            defer { free(path) }
+            return String(cString: path)
+        })
+        let prefix = ((interpreter as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
+        let venv = ((python as NSString).deletingLastPathComponent as NSString).deletingLastPathComponent
+        let home = directory.path + "/home"
+        try FileManager.default.createDirectory(atPath: home + "/run", withIntermediateDirectories: true)
+        var environment = ProcessInfo.processInfo.environment
+        environment["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=/run/flatpak/bus"
+        environment["HOME"] = home
+        environment["XDG_RUNTIME_DIR"] = home + "/run"
+        func run(_ steps: [String]) throws -> [[String: Any]] {
+            let command = app.command([python, TestIdP.root + "/Tests/dbus/msal_app.py", entra.http, TestEntra.famA] + steps,
+                                      binds: [home], bindsAt: [(proxy, "/run/flatpak/bus")])
+                .flatMap { $0 == "--die-with-parent" ? ["--ro-bind", prefix, prefix, "--ro-bind", venv, venv,
+                                                          "--ro-bind", TestIdP.root + "/Tests/dbus", TestIdP.root + "/Tests/dbus",
+                                                          "--die-with-parent"] : [$0] }
+            let result = try runCommand(command[0], Array(command.dropFirst()), environment: environment)
+            XCTAssertEqual(result.status, 0, result.stderr)
+            return (try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8))) as? [[String: Any]] ?? []
+        }
+        try entra.control("/test/next-signin?username=alice@contoso.example")
+        let refused = try run(["interactive|\(TestEntra.graph)|alice@contoso.example"])
+        XCTAssertNil(refused.first?["access_token_sha256"], "\(refused)")
+        XCTAssertTrue((refused.first?["error_description"] as? String ?? "").contains("IncorrectConfiguration"), "\(refused)")
+        XCTAssertTrue(try entra.tokenRequests().isEmpty, "no sign-in was started")
+
+        XCTAssertEqual(try daemon.ctl(["apps", "allow", "flatpak:org.example.MsalApp", "--client-id", TestEntra.famA]).status, 0)
+        let granted = try run(["interactive|\(TestEntra.graph)|alice@contoso.example"])
+        XCTAssertEqual(granted.first?["token_source"] as? String, "broker", "\(granted) \(daemon.log)")
+        XCTAssertEqual(granted.first?["preferred_username"] as? String, "alice@contoso.example")
+        let rows = try audit(daemon).filter { $0["app"] as? String == "flatpak:org.example.MsalApp" }
+        XCTAssertEqual(rows.first?["outcome"] as? String, "interactive", "\(rows)")
+        XCTAssertEqual(rows.first?["frontEnd"] as? String, "dbus")
+        XCTAssertTrue(rows.contains { $0["outcome"] as? String == "refused" }, "\(rows)")
     }
 }

@@ -145,12 +145,20 @@ final class AppIdentityTests: XCTestCase {
         let daemon = try daemon("consent_timeout = 30\n")
         let app = try sandbox()
         let mail = "flatpak:\(Self.mailApp)"
+        let watcher = try RawClient(daemon.socket, receiveTimeout: 20)
+        _ = try watcher.call(#"{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{"events":["consentPending","consentEnded"]}}"#)
 
         // "Allow once": the waiting request goes ahead; the next one asks again.
         var waiting = AppClient.inBackground(app.clientCommand(daemon, silent))
         try waitFor("a pending consent") { try pendingConsents(daemon).count == 1 }
+        XCTAssertTrue(try daemon.ctl(["status"]).stdout.contains("consent waiting  \(mail) asks for client ID \(Self.client)"))
         XCTAssertEqual(try daemon.ctl(["apps", "allow", mail, "--client-id", Self.client, "--once"]).status, 0)
         XCTAssertEqual(waiting().first?["source"] as? String, "cache")
+        let pending = try watcher.readMessage(), ended = try watcher.readMessage()
+        XCTAssertEqual(pending["method"] as? String, "consentPending")
+        XCTAssertEqual((pending["params"] as? [String: Any])?["app"] as? String, mail)
+        XCTAssertEqual(ended["method"] as? String, "consentEnded")
+        XCTAssertEqual((ended["params"] as? [String: Any])?["outcome"] as? String, "allowedOnce")
         XCTAssertTrue(try daemon.ctl(["apps", "--json"]).stdout.contains(mail), "the app is listed")
         XCTAssertFalse(try daemon.ctl(["apps", "--json"]).stdout.contains(#""decision""#), "allow once keeps no grant")
 

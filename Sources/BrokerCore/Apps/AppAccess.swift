@@ -86,40 +86,41 @@ public actor AppAccess {
     }
 
     /// The policy's answer, asking the user when it says so and waiting (at most `consent_timeout`) for the answer.
-    /// A refusal is on the record before this returns.
-    public func authorize(_ caller: CallerIdentity, frontEnd: String, clientId: String,
-                          account: (homeAccountId: String?, username: String?)?, scopes: [String]) async -> Result<AccessBasis, AccessRefusal> {
+    /// A refusal is on the record before this returns. Only a question goes through the actor.
+    public nonisolated func authorize(_ caller: CallerIdentity, frontEnd: String, clientId: String,
+                                      account: (homeAccountId: String?, username: String?)?,
+                                      scopes: [String]) async -> Result<AccessBasis, AccessRefusal> {
+        let result: Result<AccessBasis, AccessRefusal>
         switch decide(caller, clientId: clientId, account: account, scopes: scopes) {
         case .allow(let basis): return .success(basis)
-        case .refuse(let refusal):
-            recordRefusal(refusal, caller: caller, frontEnd: frontEnd, scopes: scopes, account: account)
-            return .failure(refusal)
-        case .ask:
-            break
-        }
-        let end = await waitForConsent(caller, frontEnd: frontEnd, clientId: clientId)
-        let result: Result<AccessBasis, AccessRefusal>
-        switch end {
-        case .allowedOnce: result = .success(.allowedOnce)
-        case .allowed:
-            // Decided again: a grant made for other accounts or scopes does not cover this request.
-            switch decide(caller, clientId: clientId, account: account, scopes: scopes) {
-            case .allow(let basis): result = .success(basis)
-            case .refuse(let refusal): result = .failure(refusal)
-            case .ask: result = .success(.granted)
-            }
-        case .denied:
-            result = .failure(AccessRefusal(.denied, app: caller.app, clientId: clientId,
-                                            message: "the user denied \(caller.app) client ID \(clientId)"))
-        case .timedOut:
-            result = .failure(AccessRefusal(.consentTimedOut, app: caller.app, clientId: clientId,
-                message: "nobody answered whether \(caller.app) may use client ID \(clientId) within "
-                    + "\(policy.withLock { $0.settings.consentTimeoutSeconds }) s (brokerctl apps allow, or the notification)"))
+        case .refuse(let refusal): result = .failure(refusal)
+        case .ask: result = await ask(caller, frontEnd: frontEnd, clientId: clientId, account: account, scopes: scopes)
         }
         if case .failure(let refusal) = result {
             recordRefusal(refusal, caller: caller, frontEnd: frontEnd, scopes: scopes, account: account)
         }
         return result
+    }
+
+    private func ask(_ caller: CallerIdentity, frontEnd: String, clientId: String,
+                     account: (homeAccountId: String?, username: String?)?, scopes: [String]) async -> Result<AccessBasis, AccessRefusal> {
+        switch await waitForConsent(caller, frontEnd: frontEnd, clientId: clientId) {
+        case .allowedOnce: return .success(.allowedOnce)
+        case .allowed:
+            // Decided again: a grant made for other accounts or scopes does not cover this request.
+            switch decide(caller, clientId: clientId, account: account, scopes: scopes) {
+            case .allow(let basis): return .success(basis)
+            case .refuse(let refusal): return .failure(refusal)
+            case .ask: return .success(.granted)
+            }
+        case .denied:
+            return .failure(AccessRefusal(.denied, app: caller.app, clientId: clientId,
+                                          message: "the user denied \(caller.app) client ID \(clientId)"))
+        case .timedOut:
+            return .failure(AccessRefusal(.consentTimedOut, app: caller.app, clientId: clientId,
+                message: "nobody answered whether \(caller.app) may use client ID \(clientId) within "
+                    + "\(policy.withLock { $0.settings.consentTimeoutSeconds }) s (brokerctl apps allow, or the notification)"))
+        }
     }
 
     private func waitForConsent(_ caller: CallerIdentity, frontEnd: String, clientId: String) async -> ConsentEnd {
