@@ -94,6 +94,11 @@ public struct BrokerConfiguration: Sendable, Equatable {
         public var clientId: String
         /// Printable app names: `exe:PATH`, `flatpak:ID`, `snap:NAME`.
         public var apps: [String]
+
+        public init(clientId: String, apps: [String]) {
+            self.clientId = clientId
+            self.apps = apps
+        }
     }
 
     public struct Profile: Sendable, Equatable {

@@ -96,10 +96,7 @@ public final class ConsentNotifications: @unchecked Sendable {
         signalWake()
     }
 
-    private func signalWake() {
-        var one: UInt64 = 1
-        _ = write(wake, &one, 8)
-    }
+    private func signalWake() { BusLoop.signal(wake) }
 
     // MARK: The bus thread
 
@@ -113,22 +110,12 @@ public final class ConsentNotifications: @unchecked Sendable {
     }
 
     private func run() {
-        while !stopping.load(ordering: .sequentiallyConsistent) {
-            while true {
-                let r = sd_bus_process(bus, nil)
-                if r < 0 {
-                    logger.notice("consent notifications stop: the session bus connection failed",
-                                  metadata: ["error": "\(DBusFrontEnd.errorText(r))"])
-                    return
-                }
-                if r == 0 { break }
-            }
+        let failure = BusLoop.run(bus, wake: wake, stopping: { stopping.load(ordering: .sequentiallyConsistent) }) {
             for item in work.withLock({ items -> [Work] in defer { items = [] }; return items }) { perform(item) }
-            var fds = [pollfd(fd: sd_bus_get_fd(bus), events: Int16(truncatingIfNeeded: sd_bus_get_events(bus)), revents: 0),
-                       pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
-            _ = poll(&fds, 2, 1_000)
-            var counter: UInt64 = 0
-            _ = read(wake, &counter, 8)
+        }
+        if let failure {
+            logger.notice("consent notifications stop: the session bus connection failed",
+                          metadata: ["error": "\(DBusFrontEnd.errorText(failure))"])
         }
     }
 

@@ -110,40 +110,14 @@ public final class DBusFrontEnd: @unchecked Sendable {
     }
 
     private func run() {
-        while !stopping.load(ordering: .sequentiallyConsistent) {
-            while true {
-                let r = sd_bus_process(bus, nil)
-                if r < 0 {
-                    logger.error("D-Bus connection failed; the D-Bus front end stops", metadata: ["error": "\(Self.errorText(r))"])
-                    return
-                }
-                if r == 0 { break }
-            }
-            sendReplies()
-            waitForWork()
+        let failure = BusLoop.run(bus, wake: wake, stopping: { stopping.load(ordering: .sequentiallyConsistent) },
+                                  work: sendReplies)
+        if let failure {
+            logger.error("D-Bus connection failed; the D-Bus front end stops", metadata: ["error": "\(Self.errorText(failure))"])
         }
     }
 
-    private func waitForWork() {
-        var fds = [pollfd(fd: sd_bus_get_fd(bus), events: Int16(truncatingIfNeeded: sd_bus_get_events(bus)), revents: 0),
-                   pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
-        var until: UInt64 = 0
-        var timeout: Int32 = -1
-        if sd_bus_get_timeout(bus, &until) > 0, until != UInt64.max {
-            var now = timespec()
-            clock_gettime(CLOCK_MONOTONIC, &now)
-            let nowMicros = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
-            timeout = until <= nowMicros ? 0 : Int32(min((until - nowMicros + 999) / 1_000, 60_000))
-        }
-        _ = poll(&fds, 2, timeout)
-        var counter: UInt64 = 0
-        _ = read(wake, &counter, 8)
-    }
-
-    private func signalWake() {
-        var one: UInt64 = 1
-        _ = write(wake, &one, 8)
-    }
+    private func signalWake() { BusLoop.signal(wake) }
 
     private func sendReplies() {
         let ready: [(message: OpaquePointer, reply: Reply)] = replies.withLock { pending in

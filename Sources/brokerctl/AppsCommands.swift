@@ -2,10 +2,6 @@ import ArgumentParser
 import BrokerClient
 import BrokerProtocol
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// `brokerctl apps`: which app asks for which client ID, and the user's answers.
 struct Apps: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -184,11 +180,8 @@ extension Format {
 
     /// Local `YYYY-MM-DD HH:MM:SS`.
     static func dateTime(_ epoch: Int64) -> String {
-        var seconds = time_t(epoch)
-        var parts = tm()
-        localtime_r(&seconds, &parts)
+        let parts = localTime(epoch)
         func two(_ n: Int32) -> String { n < 10 ? "0\(n)" : "\(n)" }
-        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) "
-            + "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
+        return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday)) " + timeOfDay(epoch)
     }
 }

@@ -84,11 +84,16 @@ extension Format {
         }
     }
 
-    /// Local time, `HH:MM:SS`.
-    static func timeOfDay(_ epoch: Int64) -> String {
+    static func localTime(_ epoch: Int64) -> tm {
         var seconds = time_t(epoch)
         var parts = tm()
         localtime_r(&seconds, &parts)
+        return parts
+    }
+
+    /// Local time, `HH:MM:SS`.
+    static func timeOfDay(_ epoch: Int64) -> String {
+        let parts = localTime(epoch)
         return [parts.tm_hour, parts.tm_min, parts.tm_sec].map { $0 < 10 ? "0\($0)" : "\($0)" }.joined(separator: ":")
     }
 

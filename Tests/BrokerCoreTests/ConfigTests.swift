@@ -48,6 +48,48 @@ final class ConfigTests: XCTestCase {
         XCTAssertTrue(config.dbusBroker, "the D-Bus front end is on by default (issue #12)")
     }
 
+    func testAppPolicySettingsAndPins() throws {
+        let config = try BrokerConfiguration.parse("""
+            sandboxed_apps = "deny"
+            unsandboxed_apps = "pinned"
+            consent_timeout = 30
+            audit_retention_days = 7
+            audit_max_rows = 5000
+
+            [[pin]]
+            client_id = "04b07795-8ddb-461a-bbee-02f9e1bf7b46"
+            executables = ["/usr/bin/az"]
+            flatpaks = ["org.example.Mail"]
+
+            [[pin]]
+            client_id = "other"
+            apps = ["snap:firefox", "exe:/opt/tool"]
+            snaps = ["thunderbird"]
+            """)
+        XCTAssertEqual(config.sandboxedApps, "deny")
+        XCTAssertEqual(config.unsandboxedApps, "pinned")
+        XCTAssertEqual(config.consentTimeoutSeconds, 30)
+        XCTAssertEqual(config.auditRetentionDays, 7)
+        XCTAssertEqual(config.auditMaxRows, 5000)
+        XCTAssertEqual(config.pins, [
+            .init(clientId: "04b07795-8ddb-461a-bbee-02f9e1bf7b46", apps: ["exe:/usr/bin/az", "flatpak:org.example.Mail"]),
+            .init(clientId: "other", apps: ["snap:firefox", "exe:/opt/tool", "snap:thunderbird"]),
+        ])
+        for (bad, message) in [
+            ("sandboxed_apps = \"allow\"", "'sandboxed_apps' must be"),
+            ("unsandboxed_apps = \"deny\"", "'unsandboxed_apps' must be"),
+            ("consent_timeout = 600", "'consent_timeout' must be"),
+            ("[[pin]]\nexecutables = [\"/usr/bin/az\"]", "[[pin]] needs client_id"),
+            ("[[pin]]\nclient_id = \"x\"", "names no app"),
+            ("[[pin]]\nclient_id = \"x\"\nexecutables = [\"az\"]", "is not an app"),
+            ("[[pin]]\nclient_id = \"x\"\napps = [\"firefox\"]", "is not an app"),
+            ("[[pin]]\nclient_id = \"x\"\nusers = [\"a\"]", "unknown setting 'users'"),
+        ] {
+            let found = error(bad)
+            XCTAssertTrue(found?.message.contains(message) == true, "\(bad): \(String(describing: found))")
+        }
+    }
+
     func testDBusBroker() throws {
         XCTAssertTrue(try BrokerConfiguration.parse("dbus_broker = true").dbusBroker)
         XCTAssertFalse(try BrokerConfiguration.parse("dbus_broker = false").dbusBroker)

@@ -50,5 +50,11 @@ final class LimitConfigTests: XCTestCase {
         XCTAssertEqual(example.lineTimeoutSeconds, defaults.lineTimeoutSeconds)
         XCTAssertEqual(example.maxRequestsInFlight, defaults.maxRequestsInFlight)
         XCTAssertEqual(example.maxBatchSize, defaults.maxBatchSize)
+        XCTAssertEqual(example.sandboxedApps, defaults.sandboxedApps)
+        XCTAssertEqual(example.unsandboxedApps, defaults.unsandboxedApps)
+        XCTAssertEqual(example.consentTimeoutSeconds, defaults.consentTimeoutSeconds)
+        XCTAssertEqual(example.auditRetentionDays, defaults.auditRetentionDays)
+        XCTAssertEqual(example.auditMaxRows, defaults.auditMaxRows)
+        XCTAssertTrue(example.pins.isEmpty, "the example's pin is commented out")
     }
 }
