@@ -172,14 +172,16 @@ public final class DBusFrontEnd: @unchecked Sendable {
 
     static func text(_ buffer: [CChar]) -> String { buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) } }
 
-    /// The identity of a unique name, worked out at its first call: the pid the bus reported, pinned with `pidfd_open`
-    /// (Debian 12's bus hands out no pidfd), `/proc` read through it, then checked: the pidfd still names the pid and
-    /// the name is still on the bus. A caller that left meanwhile (its pid free for reuse) is unidentified, never
-    /// taken for whoever has the pid now.
+    /// The identity of a unique name, worked out at its first call: the process pinned by the bus's `ProcessFD` where
+    /// it hands one out, else the pid it reported pinned with `pidfd_open` (Debian 12's buses have no ProcessFD);
+    /// `/proc` read through it, then checked: the pidfd still names the pid and the name is still on the bus. A caller
+    /// that left meanwhile (its pid free for reuse) is unidentified, never taken for whoever has the pid now.
     private func identity(of name: String, uid: uid_t, pid: pid_t, label: String) -> CallerIdentity {
         if let known = callers[name] { return known }
         var identity: CallerIdentity
-        switch ProcessProbe.pin(pid: pid) {
+        let busPidfd = brokerd_bus_sender_pidfd(bus, name)
+        let pinned = busPidfd >= 0 ? ProcessProbe.adopt(pidfd: busPidfd, source: .busProcessFD) : ProcessProbe.pin(pid: pid)
+        switch pinned {
         case .failure(let failure):
             identity = .unidentified(uid: uid, pid: pid, executable: nil, reason: failure.description)
         case .success(let pinned):

@@ -10,6 +10,9 @@ public final class PinnedProcess: Sendable {
     public enum Source: String, Sendable {
         /// `SO_PEERPIDFD` (Linux 6.5): the kernel took the process at connect time; no race at all.
         case peerPidfd = "SO_PEERPIDFD"
+        /// `ProcessFD` of the bus's `GetConnectionCredentials` (dbus-daemon 1.15.8+, dbus-broker 34+): the bus took it
+        /// when the sender connected.
+        case busProcessFD = "ProcessFD"
         /// `pidfd_open` on a pid the socket or the bus reported (Debian 12's kernel and buses): the process that had
         /// the pid when it was opened, right after accept or at the first call of a bus name.
         case pidfdOpen = "pidfd_open"
@@ -70,14 +73,16 @@ public enum ProcessProbe {
     /// pid `SO_PEERCRED` gave.
     public static func pin(peerOf socket: Int32, pid: Int32) -> Result<PinnedProcess, ProbeFailure> {
         let descriptor = brokerd_peer_pidfd(socket)
-        if descriptor >= 0 {
-            guard let pinned = ProcessProbe.pid(ofPidfd: descriptor), pinned > 0 else {
-                close(descriptor)
-                return .failure(ProbeFailure("the process that connected (pid \(pid)) has exited"))
-            }
-            return .success(PinnedProcess(pid: pinned, descriptor: descriptor, source: .peerPidfd))
+        return descriptor >= 0 ? adopt(pidfd: descriptor, source: .peerPidfd) : pin(pid: pid)
+    }
+
+    /// A pidfd handed over by someone who pinned the process (the bus's `ProcessFD`); closed with the result.
+    public static func adopt(pidfd descriptor: Int32, source: PinnedProcess.Source) -> Result<PinnedProcess, ProbeFailure> {
+        guard let pid = ProcessProbe.pid(ofPidfd: descriptor), pid > 0 else {
+            close(descriptor)
+            return .failure(ProbeFailure("the caller's process has exited"))
         }
-        return pin(pid: pid)
+        return .success(PinnedProcess(pid: pid, descriptor: descriptor, source: source))
     }
 
     /// `pidfd_open(pid)`: whichever process has the pid now.
@@ -111,10 +116,16 @@ public enum ProcessProbe {
     static func trimmedLabel(_ text: String) -> String { ProcessLabel.trimmed(text) }
 
     static let flatpakInfoLimit = 1 << 20
+    static let fuseMagic = 0x6573_5546
 
     private static func readRoot(at directory: Int32, pid: Int32) throws(ProbeFailure) -> ProcessFacts.Root {
         let root = openat(directory, "root", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard root >= 0 else { throw ProbeFailure("cannot open /proc/\(pid)/root: \(String(cString: strerror(errno)))") }
+        guard root >= 0 else {
+            let error = errno
+            // As xdg-desktop-portal: a root on FUSE that refuses us (toolbox, distrobox) is no Flatpak's.
+            if error == EACCES, brokerd_filesystem_type("/proc/\(pid)/root") == fuseMagic { return .noFlatpakInfo }
+            throw ProbeFailure("cannot open /proc/\(pid)/root: \(String(cString: strerror(error)))")
+        }
         defer { close(root) }
         var theirs = stat(), ours = stat()
         guard fstat(root, &theirs) == 0, stat("/proc/self/root/", &ours) == 0 else {

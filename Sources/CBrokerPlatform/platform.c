@@ -31,3 +31,11 @@ int brokerd_peer_pidfd(int fd) {
     if (getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pidfd, &length) != 0) return -1;
     return pidfd;
 }
+
+#include <sys/vfs.h>
+
+long brokerd_filesystem_type(const char *path) {
+    struct statfs info;
+    if (statfs(path, &info) != 0) return -1;
+    return (long)info.f_type;
+}

@@ -110,6 +110,40 @@ static inline int brokerd_bus_sender_identity(sd_bus_message *m, uid_t *uid, pid
     return r;
 }
 
+#include <errno.h>
+#include <fcntl.h>
+
+// ProcessFD from GetConnectionCredentials (dbus-daemon 1.15.8+, dbus-broker 34+, on Linux 6.5+): a pidfd of the
+// sender's process, taken by the bus when the sender connected; duplicated (the reply owns its descriptor).
+// -ENODATA when the bus hands out none (Debian 12's buses), another negative errno on failure.
+static inline int brokerd_bus_sender_pidfd(sd_bus *bus, const char *sender) {
+    sd_bus_message *reply = NULL;
+    int r = sd_bus_call_method(bus, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                               "GetConnectionCredentials", NULL, &reply, "s", sender);
+    if (r < 0) return r;
+    int result = -ENODATA;
+    r = sd_bus_message_enter_container(reply, 'a', "{sv}");
+    while (r > 0 && (r = sd_bus_message_enter_container(reply, 'e', "sv")) > 0) {
+        const char *key = NULL;
+        r = sd_bus_message_read(reply, "s", &key);
+        if (r < 0) break;
+        if (key && strcmp(key, "ProcessFD") == 0 && result == -ENODATA) {
+            int fd = -1;
+            r = sd_bus_message_read(reply, "v", "h", &fd);
+            if (r >= 0 && fd >= 0) {
+                result = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+                if (result < 0) result = -errno;
+            }
+        } else {
+            r = sd_bus_message_skip(reply, "v");
+        }
+        if (r < 0) break;
+        r = sd_bus_message_exit_container(reply);
+    }
+    sd_bus_message_unref(reply);
+    return result;
+}
+
 #include <sys/eventfd.h>
 
 // Wakes the D-Bus front end's thread when an answer is ready (sys/eventfd.h is not in Swift's Glibc module).

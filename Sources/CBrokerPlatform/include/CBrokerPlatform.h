@@ -13,3 +13,6 @@ int brokerd_pidfd_send_signal(int pidfd, int signal);
 // getsockopt(SO_PEERPIDFD) (Linux 6.5): a pidfd of the process that connected to the Unix socket `fd`, taken by the
 // kernel at connect time. ENOPROTOOPT on older kernels.
 int brokerd_peer_pidfd(int fd);
+
+// statfs(2)'s f_type of the file system holding `path` (sys/vfs.h is not in Swift's Glibc module); -1 with errno.
+long brokerd_filesystem_type(const char *path);
