@@ -3,12 +3,12 @@ import BrokerCore
 import BrokerJSON
 import Synchronization
 
-/// Broker request ids of the sign-ins running for D-Bus callers.
+/// Broker request ids of the sign-ins running for D-Bus callers, and the app each is for.
 final class RunningFlows: Sendable {
-    private let ids = Mutex<Set<String>>([])
-    func add(_ id: String) { ids.withLock { _ = $0.insert(id) } }
-    func remove(_ id: String) { ids.withLock { _ = $0.remove(id) } }
-    func all() -> [String] { ids.withLock { Array($0) } }
+    private let ids = Mutex<[String: AppID]>([:])
+    func add(_ id: String, app: AppID) { ids.withLock { $0[id] = app } }
+    func remove(_ id: String) { ids.withLock { _ = $0.removeValue(forKey: id) } }
+    func all(of app: AppID) -> [String] { ids.withLock { $0.filter { $0.value == app }.map(\.key) } }
 }
 
 /// How D-Bus callers sign in (`dbus_sign_in`): they have no channel for prompts, so the sign-in UI is brokerd's.
@@ -31,9 +31,16 @@ extension Broker1Methods {
         }
         func text(_ key: String) -> String? { auth[key]?.stringValue.flatMap { $0.isEmpty ? nil : $0 } }
         let scopes = Scopes.requested(auth["requestedScopes"]?.arrayValue?.compactMap(\.stringValue) ?? [])
+        // The client gives up after 300 s whatever brokerd waits for: the user's consent comes out of the sign-in's time.
+        let began = ContinuousClock.now
         if case .failure(let refusal) = await apps.authorize(caller, frontEnd: "dbus", clientId: clientId,
                                                              account: text("username").map { (nil, $0) }, scopes: scopes) {
             return Self.refusal(refusal)
+        }
+        let limit = interactiveLimit - (ContinuousClock.now - began)
+        guard limit > .seconds(10) else {
+            return Self.tokenError(status: .userCanceled, tag: 0x6272_0031,
+                                   context: "the user's consent took the time of the sign-in; ask again")
         }
         let (flow, why) = await signInFlow()
         logger.info("D-Bus sign-in", metadata: ["client_id": "\(clientId)", "flow": "\(flow.rawValue)", "why": "\(why)"])
@@ -41,12 +48,12 @@ extension Broker1Methods {
             clientId: clientId, authority: text("authority"),
             scopes: auth["requestedScopes"]?.arrayValue?.compactMap(\.stringValue) ?? [],
             loginHint: text("username"), claims: text("decodedClaims"), flow: flow,
-            timeLimitSeconds: interactiveLimit.components.seconds)
+            timeLimitSeconds: limit.components.seconds)
         let started = Mutex<String?>(nil)
         let notice = Mutex<Task<DesktopNotifications.Shown?, Never>?>(nil)
         let flows = self.flows, broker = self.broker, logger = self.logger, notifications = self.notifications
         let deadline = Task {
-            try await Task.sleep(for: interactiveLimit)
+            try await Task.sleep(for: limit)
             guard let id = started.withLock({ $0 }) else { return }
             logger.notice("D-Bus sign-in ran out of time; cancelled", metadata: ["client_id": "\(clientId)"])
             _ = await broker.cancelInteractiveFlow(id)
@@ -67,7 +74,7 @@ extension Broker1Methods {
                     notice.withLock { $0 = Task { await notifications.show(summary: text.summary, body: text.body) } }
                 }
                 started.withLock { $0 = id }
-                flows.add(id)
+                flows.add(id, app: caller.app)
             }
         } catch {
             await Self.close(notice.withLock { $0 }, notifications)

@@ -25,37 +25,39 @@ extension Broker1Methods {
               !clientId.isEmpty else {
             return Self.tokenError(status: .apiContractViolation, tag: 0x6272_0010, context: "authParameters.clientId is missing")
         }
-        let selector: AccountSelector
+        var selector: AccountSelector?
         if let hid = auth["account"]?.objectValue?["homeAccountId"]?.stringValue, !hid.isEmpty {
             selector = .homeAccountId(hid)
-        } else {
-            // The default account is chosen only for an app the policy lets use this client ID: the account list is
-            // no reason to ask the user, and the request below asks when it must.
-            let mayList: Bool
-            if case .allow = apps.decide(caller, clientId: clientId, account: nil, scopes: []) { mayList = true } else { mayList = false }
-            let visible = mayList ? await broker.accounts(visibleTo: clientId) : []
-            guard visible.count == 1 || !mayList else {
-                return Self.tokenError(status: .interactionRequired, tag: 0x6272_0011, context: visible.isEmpty
-                    ? "no account is signed in to brokerd for this app" : "more than one account: the app must choose one")
+        } else if case .allow = apps.decide(caller, clientId: clientId, account: nil, scopes: []) {
+            // The default account is chosen among those the app may see; an app the policy asks about is asked first
+            // (below), and its account chosen then.
+            switch await defaultAccount(clientId, caller: caller) {
+            case .success(let hid): selector = .homeAccountId(hid)
+            case .failure(let error): return error.answer
             }
-            selector = visible.first.map { .homeAccountId($0.homeAccountId) } ?? .homeAccountId("")
         }
-        let request = SilentTokenRequest(
-            clientId: clientId, authority: auth["authority"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 },
-            scopes: auth["requestedScopes"]?.arrayValue?.compactMap(\.stringValue) ?? [], account: selector,
-            claims: auth["decodedClaims"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 })
-        let scopes = Scopes.requested(request.scopes)
+        let requested = auth["requestedScopes"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let scopes = Scopes.requested(requested)
         var account: (homeAccountId: String?, username: String?)? = nil
-        if case .homeAccountId(let hid) = selector, !hid.isEmpty {
+        if case .homeAccountId(let hid) = selector {
             account = (hid, await broker.accountSummary(homeAccountId: hid)?.username)
         }
         if case .failure(let refusal) = await apps.authorize(caller, frontEnd: "dbus", clientId: clientId, account: account,
                                                              scopes: scopes) {
             return Self.refusal(refusal)
         }
-        if case .homeAccountId(let hid) = selector, hid.isEmpty {
-            return Self.tokenError(status: .interactionRequired, tag: 0x6272_0011, context: "no account is signed in to brokerd for this app")
+        if selector == nil {
+            switch await defaultAccount(clientId, caller: caller) {
+            case .success(let hid):
+                selector = .homeAccountId(hid)
+                account = (hid, await broker.accountSummary(homeAccountId: hid)?.username)
+            case .failure(let error): return error.answer
+            }
         }
+        guard let selector else { return Self.tokenError(status: .unexpected, tag: 0x6272_0014, context: "no account chosen") }
+        let request = SilentTokenRequest(
+            clientId: clientId, authority: auth["authority"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 },
+            scopes: requested, account: selector, claims: auth["decodedClaims"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 })
         do {
             let outcome = try await broker.acquireTokenSilently(request)
             record(outcome, caller: caller, clientId: clientId, scopes: scopes, account: account)
@@ -65,6 +67,22 @@ extension Broker1Methods {
                         username: account?.username, outcome: error.auditWord)
             return Self.tokenError(error)
         }
+    }
+
+    /// An answer that ends a call early.
+    struct EarlyAnswer: Error {
+        var answer: JSONValue
+    }
+
+    /// `account: null` (a silent sign-in): the only account the app may see for this client ID, else
+    /// InteractionRequired.
+    func defaultAccount(_ clientId: String, caller: CallerIdentity) async -> Result<String, EarlyAnswer> {
+        let visible = apps.visible(await broker.accounts(visibleTo: clientId), to: caller, clientId: clientId)
+        guard visible.count == 1 else {
+            return .failure(EarlyAnswer(answer: Self.tokenError(status: .interactionRequired, tag: 0x6272_0011, context: visible.isEmpty
+                ? "no account is signed in to brokerd for this app" : "more than one account: the app must choose one")))
+        }
+        return .success(visible[0].homeAccountId)
     }
 
     /// Puts a token handed out on the record.

@@ -58,8 +58,8 @@ public struct Broker1Methods: Sendable {
             response = await removeAccount(params, caller: caller)
         case "cancelInteractiveFlow":
             // The request names no flow (pymsalruntime sends an error object with a new correlation id): every sign-in
-            // started through D-Bus is cancelled. `{}` is what the client accepts.
-            for id in flows.all() { _ = await broker.cancelInteractiveFlow(id) }
+            // the same app started through D-Bus is cancelled, never another app's. `{}` is what the client accepts.
+            for id in flows.all(of: caller.app) { _ = await broker.cancelInteractiveFlow(id) }
             response = .object(JSONObject())
         case "acquireTokenInteractively":
             response = await interactiveToken(params, correlationId: correlationId, caller: caller)
@@ -88,7 +88,7 @@ public struct Broker1Methods: Sendable {
         guard let clientId, case .allow = apps.decide(caller, clientId: clientId, account: nil, scopes: []) else {
             return .object(JSONObject(["accounts": .array([])]))
         }
-        let summaries = await broker.accounts(visibleTo: clientId)
+        let summaries = apps.visible(await broker.accounts(visibleTo: clientId), to: caller, clientId: clientId)
         return .object(JSONObject(["accounts": .array(summaries.map(Self.account))]))
     }
 
@@ -114,7 +114,8 @@ public struct Broker1Methods: Sendable {
             return Self.tokenError(status: .apiContractViolation, tag: 0x6272_0005,
                                    context: "removeAccount needs clientId and account.homeAccountId")
         }
-        if case .failure(let refusal) = await apps.authorize(caller, frontEnd: "dbus", clientId: clientId, account: (hid, nil),
+        let username = await broker.accountSummary(homeAccountId: hid)?.username
+        if case .failure(let refusal) = await apps.authorize(caller, frontEnd: "dbus", clientId: clientId, account: (hid, username),
                                                              scopes: []) {
             return Self.refusal(refusal)
         }

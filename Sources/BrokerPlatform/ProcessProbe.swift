@@ -69,11 +69,17 @@ public struct ProbeFailure: Error, Sendable, CustomStringConvertible {
 
 /// Reads who a process is, race-free where the kernel allows (`../shared/reference/app-identity.md` §4).
 public enum ProcessProbe {
-    /// The peer of a connected Unix socket, pinned: `SO_PEERPIDFD` where the kernel has it, else `pidfd_open` of the
-    /// pid `SO_PEERCRED` gave.
+    /// The peer of a connected Unix socket, pinned: `SO_PEERPIDFD` where the kernel has it, else (ENOPROTOOPT)
+    /// `pidfd_open` of the pid `SO_PEERCRED` gave.
     public static func pin(peerOf socket: Int32, pid: Int32) -> Result<PinnedProcess, ProbeFailure> {
         let descriptor = brokerd_peer_pidfd(socket)
-        return descriptor >= 0 ? adopt(pidfd: descriptor, source: .peerPidfd) : pin(pid: pid)
+        if descriptor >= 0 { return adopt(pidfd: descriptor, source: .peerPidfd) }
+        // Only a kernel without the option falls back to the pid: on one with it, a failure (EINVAL, ESRCH) means the
+        // process that connected is gone, and pidfd_open would pin whoever has its pid now.
+        guard errno == ENOPROTOOPT else {
+            return .failure(ProbeFailure("the process that connected (pid \(pid)) is gone: \(String(cString: strerror(errno)))"))
+        }
+        return pin(pid: pid)
     }
 
     /// A pidfd handed over by someone who pinned the process (the bus's `ProcessFD`); closed with the result.

@@ -368,7 +368,8 @@ final class ClientConnection: @unchecked Sendable {
 
     /// Hands the cache hits counted for the audit over to it.
     func handOverAudit() {
-        if let finished = memory.audit.take() { router.apps.record(finished, caller: caller) }
+        let tallies = memory.audit.take()
+        if !tallies.isEmpty { router.apps.record(tallies, caller: caller) }
     }
 
     /// Counts a remembered answer's hit for the audit: an increment while the same request repeats; another request
@@ -377,9 +378,8 @@ final class ClientConnection: @unchecked Sendable {
         let now = Broker.now()
         if memory.audit.countRepeat(number: answer.subjectNumber, at: now) { return }
         guard let subject = memory.answers.lastSubject else { return }
-        if let finished = memory.audit.start(subject, number: answer.subjectNumber, at: now) {
-            router.apps.record(finished, caller: caller)
-        }
+        let finished = memory.audit.add(subject, number: answer.subjectNumber, at: now)
+        if !finished.isEmpty { router.apps.record(finished, caller: caller) }
     }
 
     private func checkTimeouts(reading: Bool) {

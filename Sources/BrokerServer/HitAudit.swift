@@ -1,8 +1,9 @@
 import BrokerCore
 
 /// One connection's count of the cache hits it answers on its own thread, for the audit: hits of the same request
-/// (same client ID, account and scopes) are counted together and handed to the audit as one row with their count when
-/// another request comes, when `window` seconds have passed, or when the connection closes. A repeated hit costs a
+/// (same client ID, account and scopes) are counted together, and every count is handed to the audit as one row when
+/// `window` seconds have passed since the first, or when the connection closes. An app that alternates a few
+/// requests (a Graph token and an ARM token) still makes a few rows a window, not one a hit. A repeated hit costs a
 /// comparison and an increment; every hit is counted.
 struct HitAudit {
     struct Subject: Equatable, Sendable {
@@ -12,72 +13,81 @@ struct HitAudit {
         var scopes: [String]
     }
 
-    static let window: Int64 = 10
-
-    private var subject: Subject?
-    /// The remembered answer (`SilentAnswerMemo`) whose subject is being counted; 0 for none.
-    private var number = 0
-    private var count = 0
-    private var first: Int64 = 0
-    private var last: Int64 = 0
-
-    /// Counts a hit of the remembered answer `number` if it is the one being counted and the window is open: the
-    /// whole cost of a repeated hit. False: `start` a new tally.
-    mutating func countRepeat(number: Int, at now: Int64) -> Bool {
-        guard number != 0, number == self.number, now - first < Self.window else { return false }
-        count += 1
-        last = now
-        return true
-    }
-
-    /// Counts a hit answered without a remembered answer (or with one of another number) if its subject is the one
-    /// being counted and the window is open.
-    mutating func countRepeat(_ subject: Subject, number: Int, at now: Int64) -> Bool {
-        guard subject == self.subject, now - first < Self.window else { return false }
-        count += 1
-        last = now
-        self.number = number
-        return true
-    }
-
-    /// Starts a tally with this hit; returns the one it replaces, to hand over.
-    mutating func start(_ subject: Subject, number: Int, at now: Int64) -> Finished? {
-        let finished = take()
-        self.subject = subject
-        self.number = number
-        count = 1
-        first = now
-        last = now
-        return finished
-    }
-
-    struct Finished {
+    struct Tally {
         var subject: Subject
+        /// The remembered answer (`SilentAnswerMemo`) counted here; 0 for hits answered without one.
+        var number: Int
         var count: Int
         var first: Int64
         var last: Int64
     }
 
-    /// The tally so far, if any, leaving it empty.
-    mutating func take() -> Finished? {
-        defer {
-            subject = nil
-            number = 0
-            count = 0
+    static let window: Int64 = 10
+    /// Distinct requests counted in one window at most (the memo remembers 64); past that, the window ends early.
+    static let capacity = 64
+
+    private var tallies: [Tally] = []
+    /// The tally counted last: where a repeated hit looks first.
+    private var lastIndex = 0
+    private var windowStart: Int64 = 0
+
+    /// Counts a hit of the remembered answer `number` when the window is open and it has a tally: the whole cost of a
+    /// repeated hit. False: `add` the hit.
+    mutating func countRepeat(number: Int, at now: Int64) -> Bool {
+        guard number != 0, now - windowStart < Self.window else { return false }
+        if lastIndex < tallies.count, tallies[lastIndex].number == number {
+            tallies[lastIndex].count += 1
+            tallies[lastIndex].last = now
+            return true
         }
-        guard let subject, count > 0 else { return nil }
-        return Finished(subject: subject, count: count, first: first, last: last)
+        guard let index = tallies.firstIndex(where: { $0.number == number }) else { return false }
+        lastIndex = index
+        tallies[index].count += 1
+        tallies[index].last = now
+        return true
     }
 
-    /// When the window of the tally ends (Unix seconds); nil when there is nothing to hand over.
-    var due: Int64? { count > 0 ? first + Self.window : nil }
+    /// Counts a hit by its subject (a new remembered answer, or one answered without a memo). Returns the tallies
+    /// of the window it closed, if it closed one, to hand over.
+    mutating func add(_ subject: Subject, number: Int, at now: Int64) -> [Tally] {
+        var finished: [Tally] = []
+        if now - windowStart >= Self.window || tallies.count >= Self.capacity {
+            finished = take()
+            windowStart = now
+        }
+        if let index = tallies.firstIndex(where: { $0.subject == subject }) {
+            tallies[index].count += 1
+            tallies[index].last = now
+            if number != 0 { tallies[index].number = number }
+            lastIndex = index
+        } else {
+            tallies.append(Tally(subject: subject, number: number, count: 1, first: now, last: now))
+            lastIndex = tallies.count - 1
+        }
+        return finished
+    }
+
+    /// Every tally so far, leaving none.
+    mutating func take() -> [Tally] {
+        defer {
+            tallies.removeAll(keepingCapacity: true)
+            lastIndex = 0
+        }
+        return tallies
+    }
+
+    /// When the window with tallies in it ends (Unix seconds); nil when there is nothing to hand over.
+    var due: Int64? { tallies.isEmpty ? nil : windowStart + Self.window }
 }
 
 extension AppAccess {
     /// Hands a connection's counted cache hits to the audit.
-    nonisolated func record(_ finished: HitAudit.Finished, caller: CallerIdentity) {
-        let subject = finished.subject
-        record(caller, frontEnd: "socket", clientId: subject.clientId, scopes: subject.scopes, homeAccountId: subject.homeAccountId,
-               username: subject.username, outcome: "cache", count: finished.count, since: finished.first)
+    nonisolated func record(_ tallies: [HitAudit.Tally], caller: CallerIdentity) {
+        for tally in tallies {
+            let subject = tally.subject
+            record(caller, frontEnd: "socket", clientId: subject.clientId, scopes: subject.scopes,
+                   homeAccountId: subject.homeAccountId, username: subject.username, outcome: "cache", count: tally.count,
+                   since: tally.first, until: tally.last)
+        }
     }
 }

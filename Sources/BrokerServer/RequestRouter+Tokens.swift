@@ -107,11 +107,8 @@ extension RequestRouter {
         }
         let json = text.json(correlationId: p.correlationId)
         logHit(from: peer, since: started, into: &memory.log)
-        let now = Broker.now()
-        if !memory.audit.countRepeat(subject, number: number, at: now),
-           let finished = memory.audit.start(subject, number: number, at: now) {
-            apps.record(finished, caller: caller)
-        }
+        let finished = memory.audit.add(subject, number: number, at: Broker.now())
+        if !finished.isEmpty { apps.record(finished, caller: caller) }
         return RPCEnvelope.success(id: id, resultJSON: json)
     }
 

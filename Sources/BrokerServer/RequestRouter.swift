@@ -118,7 +118,9 @@ final class RequestRouter: Sendable {
             case .getAccounts:
                 let p = try params(GetAccountsParams.self, request)
                 guard try mayList(caller, clientId: p.clientId) else { return .success(try ProtocolCoding.encode(AccountsResult(accounts: []))) }
-                let accounts = await broker.accounts(visibleTo: p.clientId).map(Self.wire)
+                var summaries = await broker.accounts(visibleTo: p.clientId)
+                if let clientId = p.clientId { summaries = apps.visible(summaries, to: caller, clientId: clientId) }
+                let accounts = summaries.map(Self.wire)
                 return .success(try ProtocolCoding.encode(AccountsResult(accounts: accounts)))
             case .getAccount:
                 let p = try params(GetAccountParams.self, request)
@@ -130,6 +132,7 @@ final class RequestRouter: Sendable {
                 }
                 guard try mayList(caller, clientId: p.clientId) else { return .success(try ProtocolCoding.encode(AccountResult(account: nil))) }
                 let account = try await broker.account(selector, visibleTo: p.clientId)
+                    .flatMap { apps.visible([$0], to: caller, clientId: p.clientId).first }
                 return .success(try ProtocolCoding.encode(AccountResult(account: account.map(Self.wire))))
             case .removeAccount:
                 let p = try params(RemoveAccountParams.self, request)

@@ -47,6 +47,12 @@ final class AppIdentityRulesTests: XCTestCase {
         XCTAssertNil(SnapLabel("snap..x (enforce)"))
     }
 
+    func testAConfinedSnapThatShowsAFlatpakInfoIsNeither() {
+        let caller = identity(root: .flatpakInfo(info), label: "snap.mail.mail (enforce)")
+        XCTAssertNotNil(caller.failure)
+        XCTAssertEqual(identity(root: .flatpakInfo(info), label: "snap.mail.mail (complain)").app.description, "flatpak:org.example.Mail")
+    }
+
     func testPrintableAppNames() {
         XCTAssertEqual(AppID(parsing: "flatpak:org.example.Mail")?.kind, .flatpak)
         XCTAssertEqual(AppID(parsing: "snap:firefox")?.name, "firefox")
@@ -83,6 +89,11 @@ final class AppIdentityRulesTests: XCTestCase {
         guard case .refuse(let refusal) = policy.decide(mail, clientId: "az", account: nil, scopes: []) else { return XCTFail() }
         XCTAssertEqual(refusal.reason, .pinnedToOtherApps)
         XCTAssertEqual(policy.decide(mail, clientId: "other", account: nil, scopes: []), .ask)
+        // A client ID in another case is the same client ID: no way around a pin, a denial or a grant.
+        guard case .refuse = policy.decide(mail, clientId: "AZ", account: nil, scopes: []) else { return XCTFail("case escapes the pin") }
+        policy.set(AppGrant(app: mail.app, clientId: "Mail-Client", allowed: false, since: 0))
+        guard case .refuse = policy.decide(mail, clientId: "mail-client", account: nil, scopes: []) else { return XCTFail() }
+        XCTAssertEqual(policy.revoke(mail.app, clientId: "MAIL-CLIENT"), 1)
     }
 
     func testGrantsDenialsAndTheirLimits() {

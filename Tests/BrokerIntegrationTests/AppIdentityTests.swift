@@ -82,6 +82,15 @@ final class AppIdentityTests: XCTestCase {
         XCTAssertEqual(rows.first?["username"] as? String, "Alice@Contoso.example")
         XCTAssertEqual(rows.first?["clientId"] as? String, Self.client)
         XCTAssertEqual(rows.first?["frontEnd"] as? String, "socket")
+        // Two requests in turn on one connection: two rows with their counts, not one a hit.
+        let alternating = try AppClient.run(daemon, ["alternate", Self.client, "\(Self.alice),\(CacheFixture.bob)", Self.scope, "20"])
+        XCTAssertEqual(alternating.filter { $0["source"] as? String == "cache" }.count, 40, "\(alternating.prefix(2))")
+        try waitFor("the alternating hits in the audit") {
+            rows = try audit(daemon, ["--app", "exe:\(python)"])
+            return rows.reduce(0) { $0 + ($1["count"] as? Int ?? 0) } == 45
+        }
+        XCTAssertLessThanOrEqual(rows.count, 1 + 2 * 2, "a row per request and window: \(rows.count) rows")
+        XCTAssertEqual(Set(rows.compactMap { $0["username"] as? String }), ["Alice@Contoso.example", "bob@contoso.example"])
         let apps = try daemon.ctl(["apps"])
         XCTAssertTrue(apps.stdout.contains("exe:\(python)"), apps.stdout)
         assertNoSecretOnDisk(daemon)

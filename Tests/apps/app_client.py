@@ -5,6 +5,8 @@ token.
 
     app_client.py SOCKET silent CLIENT_ID HOME_ACCOUNT_ID SCOPE [COUNT]
         asks COUNT times (default 1) on one connection.
+    app_client.py SOCKET alternate CLIENT_ID HOME_ACCOUNT_ID,HOME_ACCOUNT_ID... SCOPE COUNT
+        asks COUNT times for each account in turn, on one connection.
     app_client.py SOCKET handover CLIENT_ID HOME_ACCOUNT_ID SCOPE GO_FILE
         connects and asks getBrokerVersion (brokerd has now identified the connection), prints {"parent": PID}, forks and
         exits: the child keeps the connection, waits until GO_FILE exists, then asks once and prints the answer. The
@@ -46,6 +48,11 @@ def main():
         client_id, hid, scope = sys.argv[3:6]
         for number in range(int(sys.argv[6]) if len(sys.argv) > 6 else 1):
             print(json.dumps(call(connection, reader, silent(client_id, hid, scope, number))), flush=True)
+    elif mode == "alternate":
+        client_id, hids, scope, count = sys.argv[3], sys.argv[4].split(","), sys.argv[5], int(sys.argv[6])
+        for number in range(count):
+            for hid in hids:
+                print(json.dumps(call(connection, reader, silent(client_id, hid, scope, number))), flush=True)
     elif mode == "handover":
         client_id, hid, scope, go = sys.argv[3:7]
         print(json.dumps(call(connection, reader, {"jsonrpc": "2.0", "id": 0, "method": "getBrokerVersion"})), flush=True)

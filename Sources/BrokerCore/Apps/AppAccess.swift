@@ -1,3 +1,4 @@
+import BrokerCache
 import BrokerStore
 import Logging
 import Synchronization
@@ -21,7 +22,8 @@ public actor AppAccess {
     private var rowsSincePrune = 0
     /// Told of every change that can change an answer a connection remembers (`Broker.forgetRememberedAnswers`).
     private nonisolated let onChange: @Sendable () -> Void
-    private nonisolated let events: @Sendable (BrokerEvent) async -> Void
+    /// consentPending and consentEnded, published in the order they happen by one task (`events` of `init`).
+    private nonisolated let published: AsyncStream<BrokerEvent>.Continuation
 
     private struct Waiting {
         var consent: PendingConsent
@@ -63,9 +65,15 @@ public actor AppAccess {
         policy = Mutex(AppPolicy(settings: settings, grants: grants))
         self.retention = retention
         self.logger = logger
-        self.events = events
         self.onChange = onChange
+        let (stream, continuation) = AsyncStream<BrokerEvent>.makeStream()
+        published = continuation
+        Task { for await event in stream { await events(event) } }
     }
+
+    deinit { published.finish() }
+
+    private nonisolated func publish(_ event: BrokerEvent) { published.yield(event) }
 
     // MARK: Deciding
 
@@ -77,6 +85,18 @@ public actor AppAccess {
     public nonisolated func decide(_ caller: CallerIdentity, clientId: String, account: (homeAccountId: String?, username: String?)?,
                                    scopes: [String]) -> AccessDecision {
         policy.withLock { $0.decide(caller, clientId: clientId, account: account, scopes: scopes) }
+    }
+
+    /// The accounts of `accounts` the caller may see for `clientId`: those the policy lets it use now (a grant limited to
+    /// accounts shows only those). A list is no reason to ask the user: an app the policy would ask about sees none.
+    public nonisolated func visible(_ accounts: [AccountSummary], to caller: CallerIdentity, clientId: String) -> [AccountSummary] {
+        policy.withLock { policy in
+            accounts.filter { account in
+                if case .allow = policy.decide(caller, clientId: clientId, account: (account.homeAccountId, account.username),
+                                               scopes: []) { return true }
+                return false
+            }
+        }
     }
 
     /// Whether an allowed client ID may be remembered as allowed for this caller whatever account or scopes it asks
@@ -137,22 +157,25 @@ public actor AppAccess {
             let consent = PendingConsent(consentId: Self.newConsentId(), app: caller.app, executable: caller.executable,
                                          clientId: clientId, frontEnd: frontEnd, since: now, expiresOn: now + Int64(timeout),
                                          waiting: 1)
+            let consentId = consent.consentId
             let timer = Task { [weak self] in
                 try? await Task.sleep(for: .seconds(timeout))
                 guard !Task.isCancelled else { return }
-                await self?.end(key, .timedOut)
+                await self?.end(key, .timedOut, ifStill: consentId)
             }
             pending[key] = Waiting(consent: consent, continuations: [continuation], timeout: timer)
             logger.notice("an app waits for the user's consent", metadata: [
                 "app": "\(caller.app)", "client_id": "\(clientId)", "consent_id": "\(consent.consentId)",
                 "pid": "\(caller.pid)", "front_end": "\(frontEnd)",
             ])
-            let events = self.events
-            Task { await events(.consentPending(consent)) }
+            publish(.consentPending(consent))
         }
     }
 
-    private func end(_ key: AppPolicy.GrantKey, _ end: ConsentEnd) {
+    /// Ends the consent pending for `key`; with `consentId`, only if that is still the one pending (a timeout that
+    /// fires as an answer lands must not end the next question).
+    private func end(_ key: AppPolicy.GrantKey, _ end: ConsentEnd, ifStill consentId: String? = nil) {
+        if let consentId, pending[key]?.consent.consentId != consentId { return }
         guard let waiting = pending.removeValue(forKey: key) else { return }
         waiting.timeout?.cancel()
         for continuation in waiting.continuations { continuation.resume(returning: end) }
@@ -160,9 +183,7 @@ public actor AppAccess {
             "app": "\(key.app)", "client_id": "\(key.clientId)", "outcome": "\(end.rawValue)",
             "consent_id": "\(waiting.consent.consentId)",
         ])
-        let events = self.events
-        let consent = waiting.consent
-        Task { await events(.consentEnded(consent, end)) }
+        publish(.consentEnded(waiting.consent, end))
     }
 
     private static func newConsentId() -> String {
@@ -190,7 +211,7 @@ public actor AppAccess {
         case .allow, .deny:
             let grant = AppGrant(app: app, clientId: clientId, allowed: answer == .allow, accounts: accounts, scopes: scopes,
                                  since: Broker.now())
-            try database.setGrant(GrantRow(app: app.description, clientId: clientId, allowed: grant.allowed,
+            try database.setGrant(GrantRow(app: app.description, clientId: grant.clientId, allowed: grant.allowed,
                                            accounts: accounts, scopes: scopes, since: grant.since))
             policy.withLock { $0.set(grant) }
             changed()
@@ -212,7 +233,7 @@ public actor AppAccess {
 
     /// Forgets the grants and denials of `app` (one client ID, or all). Tokens stay: they belong to the account.
     public func revoke(_ app: AppID, clientId: String?) throws -> Int {
-        let removed = try database.removeGrants(app: app.description, clientId: clientId)
+        let removed = try database.removeGrants(app: app.description, clientId: clientId?.lowercased())
         _ = policy.withLock { $0.revoke(app, clientId: clientId) }
         changed()
         logger.notice("app grants revoked", metadata: ["app": "\(app)", "client_id": "\(clientId ?? "*")", "removed": "\(removed)"])
@@ -247,8 +268,8 @@ public actor AppAccess {
     /// Queues the record of a call the caller made, outcome decided.
     public nonisolated func record(_ caller: CallerIdentity, frontEnd: String, clientId: String, scopes: [String],
                                    homeAccountId: String?, username: String?, outcome: String, detail: String? = nil,
-                                   count: Int = 1, since: Int64? = nil) {
-        let now = Broker.now()
+                                   count: Int = 1, since: Int64? = nil, until: Int64? = nil) {
+        let now = until ?? Broker.now()
         record(AuditRow(time: since ?? now, lastTime: now, count: count, frontEnd: frontEnd, app: caller.app.description,
                         pid: caller.pid, executable: caller.executable, clientId: clientId, scopes: scopes.joined(separator: " "),
                         homeAccountId: homeAccountId, username: username, outcome: outcome, detail: detail),
@@ -366,12 +387,12 @@ struct AuditQueue {
 
     mutating func take() -> ([AuditRow], [SeenAppRow]) {
         var taken = rows
-        if dropped > 0, let last = taken.last {
-            var note = last
-            note.count = dropped
-            note.outcome = "unrecorded"
-            note.detail = "\(dropped) calls were counted but not recorded: the audit could not be written"
-            taken.append(note)
+        if dropped > 0 {
+            // Whose calls they were is not known any more: the row says how many, and of nobody in particular.
+            let now = taken.last?.lastTime ?? 0
+            taken.append(AuditRow(time: now, count: dropped, frontEnd: "-", app: "unknown:audit", pid: 0, executable: nil,
+                                  clientId: "-", scopes: "", homeAccountId: nil, username: nil, outcome: "unrecorded",
+                                  detail: "\(dropped) calls were counted but not recorded: the audit could not be written"))
             dropped = 0
         }
         defer {
@@ -382,7 +403,9 @@ struct AuditQueue {
     }
 
     mutating func putBack(_ taken: [AuditRow], _ seen: [SeenAppRow]) {
-        rows = Array((taken + rows).suffix(Self.limit))
+        let all = taken + rows
+        dropped += all.dropLast(Self.limit).reduce(0) { $0 + $1.count }
+        rows = Array(all.suffix(Self.limit))
         for app in seen where apps[app.app] == nil { apps[app.app] = app }
     }
 }

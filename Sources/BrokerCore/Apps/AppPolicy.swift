@@ -35,12 +35,15 @@ public struct AppPolicySettings: Sendable, Equatable {
 }
 
 /// `[[pin]]`: a client ID's tokens go to these apps and no other, whatever else the policy says.
+///
+/// Client IDs are kept and compared lowercased everywhere in the policy: the cache and the identity providers take
+/// them in either case, so `04B07795-…` must not escape a pin, a denial or a grant written `04b07795-…`.
 public struct AppPin: Sendable, Equatable {
     public var clientId: String
     public var apps: [AppID]
 
     public init(clientId: String, apps: [AppID]) {
-        self.clientId = clientId
+        self.clientId = clientId.lowercased()
         self.apps = apps
     }
 }
@@ -58,7 +61,7 @@ public struct AppGrant: Sendable, Equatable {
 
     public init(app: AppID, clientId: String, allowed: Bool, accounts: [String] = [], scopes: [String] = [], since: Int64) {
         self.app = app
-        self.clientId = clientId
+        self.clientId = clientId.lowercased()
         self.allowed = allowed
         self.accounts = accounts
         self.scopes = scopes
@@ -163,7 +166,7 @@ public struct AppPolicy: Sendable {
         public var clientId: String
         public init(app: AppID, clientId: String) {
             self.app = app
-            self.clientId = clientId
+            self.clientId = clientId.lowercased()
         }
     }
 
@@ -176,7 +179,7 @@ public struct AppPolicy: Sendable {
 
     /// Removes the grants and denials of `app` (for one client ID, or all); returns how many went.
     public mutating func revoke(_ app: AppID, clientId: String?) -> Int {
-        let keys = grants.keys.filter { $0.app == app && (clientId == nil || $0.clientId == clientId) }
+        let keys = grants.keys.filter { $0.app == app && (clientId == nil || $0.clientId == clientId!.lowercased()) }
         for key in keys { grants[key] = nil }
         return keys.count
     }
@@ -184,7 +187,11 @@ public struct AppPolicy: Sendable {
     public func grant(_ app: AppID, clientId: String) -> AppGrant? { grants[GrantKey(app: app, clientId: clientId)] }
 
     /// The pins that name this client ID.
-    public func pins(of clientId: String) -> [AppPin] { settings.pins.filter { $0.clientId == clientId } }
+    public func pins(of clientId: String) -> [AppPin] {
+        guard !settings.pins.isEmpty else { return [] }
+        let clientId = clientId.lowercased()
+        return settings.pins.filter { $0.clientId == clientId }
+    }
 
     /// The rules in order: an unidentified caller never; a pin decides alone; then the user's denial or grant; then
     /// the defaults for sandboxed and unsandboxed apps.

@@ -103,7 +103,13 @@ public struct CallerIdentity: Sendable, Equatable, CustomStringConvertible {
                                 securityLabel: String?, root: Root) -> CallerIdentity {
         var identity = CallerIdentity(uid: uid, pid: pid, pinnedBy: pinnedBy, executable: executable,
                                       unit: cgroup.flatMap(unit(fromCgroup:)))
+        let snap = securityLabel.flatMap(SnapLabel.init)
         if case .flatpakInfo(let bytes) = root {
+            // A confined snap that shows a /.flatpak-info (a layout can put files in its root) is neither: refused.
+            if let snap, snap.enforced {
+                identity.failure = "snap \(snap.name) shows a /.flatpak-info: it is taken for neither"
+                return identity
+            }
             switch FlatpakInfo.parse(bytes) {
             case .failure(let problem):
                 identity.failure = "its /.flatpak-info cannot be used: \(problem)"
@@ -116,7 +122,7 @@ public struct CallerIdentity: Sendable, Equatable, CustomStringConvertible {
             }
             return identity
         }
-        if let label = securityLabel, let snap = SnapLabel(label) {
+        if let snap {
             if snap.enforced {
                 identity.sandbox = .snap(name: snap.name, app: snap.app)
             } else {
