@@ -17,6 +17,8 @@ let targets: [(name: String, dependencies: [Target.Dependency])] = [
     ("fuzz-config", ["BrokerConfig"]),
     // Sources/BrokerDBus/Broker1Requests.swift is linked into the target itself (its types are internal).
     ("fuzz-dbus-request", ["BrokerJSON"]),
+    // Sources/BrokerCore/Apps/CallerIdentity.swift and FlatpakInfo.swift: what a caller's process shows (pure Swift).
+    ("fuzz-app-identity", ["AppIdentityParsing"]),
 ]
 
 let package = Package(
@@ -29,6 +31,8 @@ let package = Package(
         // The pure parsers of Sources/OAuth (token, device-code, discovery and error responses, id_token,
         // client_info): the files that need no HTTP client.
         .target(name: "OAuthParsing", dependencies: ["BrokerJSON"], path: "Modules/OAuthParsing"),
+        // The rules that make a caller's identity from what its process shows (BrokerCore/Apps, the pure files).
+        .target(name: "AppIdentityParsing", path: "Modules/AppIdentityParsing"),
     ] + targets.map {
         .executableTarget(name: $0.name, dependencies: $0.dependencies, path: "Targets/\($0.name)", swiftSettings: fuzzEntry)
     }

@@ -30,7 +30,7 @@ while (($#)); do
         *) echo "usage: $0 [--seconds N | --runs N] [--only TARGET]..." >&2; exit 2 ;;
     esac
 done
-targets=(json-reader rpc-line cache-document oauth-responses id-token config dbus-request)
+targets=(json-reader rpc-line cache-document oauth-responses id-token config dbus-request app-identity)
 ((${#only[@]})) && targets=("${only[@]}")
 
 echo "fuzz.sh: building ${targets[*]} (release, -sanitize=fuzzer,address) in .build-fuzz"

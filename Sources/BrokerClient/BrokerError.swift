@@ -69,6 +69,10 @@ public enum BrokerError: Error, Sendable, CustomStringConvertible {
     case `internal`(OAuthErrorDetail)
     /// The request itself is wrong (-326xx): a missing or invalid parameter, unknown account, bad authority…
     case invalidRequest(OAuthErrorDetail)
+    /// -32005: brokerd's app policy refused this app the client ID (`reason`: `denied`, `pinnedToOtherApps`,
+    /// `consentTimedOut`…). Not interactionRequired: signing in does not help; the user grants with
+    /// `brokerctl apps allow`.
+    case appNotAllowed(OAuthErrorDetail)
     /// Nobody serves the socket: brokerd is not running (start `brokerd.socket`).
     case brokerNotRunning(socket: String, reason: String)
     /// brokerd speaks a protocol major version this library does not.
@@ -84,7 +88,7 @@ public enum BrokerError: Error, Sendable, CustomStringConvertible {
     public var code: Int? {
         switch self {
         case .interactionRequired(let d), .serverProtectionPoliciesRequired(let d), .serverError(let d),
-             .internal(let d), .invalidRequest(let d), .serverDeclinedScopes(_, _, let d):
+             .internal(let d), .invalidRequest(let d), .serverDeclinedScopes(_, _, let d), .appNotAllowed(let d):
             return d.code
         case .userCanceled: return RPCErrorCode.userCanceled
         case .brokerRefused(let code, _): return code
@@ -96,7 +100,7 @@ public enum BrokerError: Error, Sendable, CustomStringConvertible {
     public var detail: OAuthErrorDetail? {
         switch self {
         case .interactionRequired(let d), .serverProtectionPoliciesRequired(let d), .serverError(let d),
-             .internal(let d), .invalidRequest(let d), .serverDeclinedScopes(_, _, let d):
+             .internal(let d), .invalidRequest(let d), .serverDeclinedScopes(_, _, let d), .appNotAllowed(let d):
             return d
         case .userCanceled(let d): return d
         case .brokerNotRunning, .incompatibleBroker, .brokerRefused, .connection: return nil
@@ -146,6 +150,7 @@ public enum BrokerError: Error, Sendable, CustomStringConvertible {
         case RPCErrorCode.userCanceled: self = .userCanceled(detail)
         case RPCErrorCode.serverError: self = .serverError(detail)
         case RPCErrorCode.brokerInternal, RPCErrorCode.internalError: self = .internal(detail)
+        case RPCErrorCode.appNotAllowed: self = .appNotAllowed(detail)
         // By range, for codes of later protocol versions (protocol.md, Versioning rule 3).
         case -32099 ... -32000: self = .brokerRefused(code: rpc.code, message: rpc.message)
         case -50099 ... -50000: self = .internal(detail)

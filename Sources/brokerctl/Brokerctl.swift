@@ -1,5 +1,6 @@
 import ArgumentParser
 import BrokerClient
+import BrokerJSON
 import BrokerProtocol
 
 #if canImport(Glibc)
@@ -79,6 +80,13 @@ func withBroker<T>(_ body: () async throws -> T) async throws -> T {
             printError("brokerctl: \(detail.message)")
             printError("hint: sign in again with 'brokerctl login' (same profile or --client-id).")
             throw ExitCode(ExitStatus.interactionRequired)
+        case .appNotAllowed(let detail):
+            printError("brokerctl: \(detail.message)")
+            if let app = detail.data?.objectValue?["app"]?.stringValue, let client = detail.data?.objectValue?["clientId"]?.stringValue,
+               detail.reason != "hostOnlyMethod" {
+                printError("hint: 'brokerctl apps allow \(app) --client-id \(client)' lets it; see 'brokerctl apps'.")
+            }
+            throw ExitCode(ExitStatus.failed)
         default:
             printError("brokerctl: \(error)")
             throw ExitCode(ExitStatus.failed)

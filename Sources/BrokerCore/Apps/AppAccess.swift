@@ -124,6 +124,12 @@ public actor AppAccess {
 
     private func ask(_ caller: CallerIdentity, frontEnd: String, clientId: String,
                      account: (homeAccountId: String?, username: String?)?, scopes: [String]) async -> Result<AccessBasis, AccessRefusal> {
+        // Answered since the caller looked (a grant made meanwhile): no question.
+        switch decide(caller, clientId: clientId, account: account, scopes: scopes) {
+        case .allow(let basis): return .success(basis)
+        case .refuse(let refusal): return .failure(refusal)
+        case .ask: break
+        }
         switch await waitForConsent(caller, frontEnd: frontEnd, clientId: clientId) {
         case .allowedOnce: return .success(.allowedOnce)
         case .allowed:

@@ -1,0 +1,1 @@
+../../../Sources/BrokerCore/Apps/FlatpakInfo.swift
