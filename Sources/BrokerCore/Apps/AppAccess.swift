@@ -288,10 +288,13 @@ public actor AppAccess {
                username: account?.username, outcome: "refused", detail: "\(refusal.reason.rawValue): \(refusal.message)")
     }
 
-    /// Writes what was queued, and prunes the audit to its retention once a minute. Called by `runAuditWriter`, and
-    /// before reads so that a reader sees every call made before it asked.
+    /// Writes what was queued, and then prunes the audit to its retention (at most once a minute, or whenever a tenth
+    /// of the row cap came in). Called by `runAuditWriter`, and before reads so that a reader sees every call made
+    /// before it asked.
     public func flush() {
         let (rows, apps) = queue.withLock { $0.take() }
+        // Nothing to write: an idle daemon leaves the database alone (pruning waits for the next write).
+        guard !rows.isEmpty || !apps.isEmpty else { return }
         do {
             try database.append(rows, apps: apps)
         } catch {
