@@ -8,7 +8,8 @@ final class RunningFlows: Sendable {
     private let ids = Mutex<[String: AppID]>([:])
     func add(_ id: String, app: AppID) { ids.withLock { $0[id] = app } }
     func remove(_ id: String) { ids.withLock { _ = $0.removeValue(forKey: id) } }
-    func all(of app: AppID) -> [String] { ids.withLock { $0.filter { $0.value == app }.map(\.key) } }
+    /// The flows of `app`, or every flow.
+    func all(of app: AppID?) -> [String] { ids.withLock { $0.filter { app == nil || $0.value == app }.map(\.key) } }
 }
 
 /// How D-Bus callers sign in (`dbus_sign_in`): they have no channel for prompts, so the sign-in UI is brokerd's.

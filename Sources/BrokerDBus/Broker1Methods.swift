@@ -58,8 +58,10 @@ public struct Broker1Methods: Sendable {
             response = await removeAccount(params, caller: caller)
         case "cancelInteractiveFlow":
             // The request names no flow (pymsalruntime sends an error object with a new correlation id): every sign-in
-            // the same app started through D-Bus is cancelled, never another app's. `{}` is what the client accepts.
-            for id in flows.all(of: caller.app) { _ = await broker.cancelInteractiveFlow(id) }
+            // started through D-Bus is cancelled; a sandboxed (or unidentified) app's cancel ends only its own app's,
+            // never another app's. `{}` is what the client accepts.
+            let own = caller.app.isSandboxed || caller.failure != nil
+            for id in flows.all(of: own ? caller.app : nil) { _ = await broker.cancelInteractiveFlow(id) }
             response = .object(JSONObject())
         case "acquireTokenInteractively":
             response = await interactiveToken(params, correlationId: correlationId, caller: caller)

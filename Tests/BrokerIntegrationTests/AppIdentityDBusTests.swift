@@ -177,4 +177,51 @@ final class AppIdentityDBusTests: XCTestCase {
         XCTAssertEqual(rows.first?["frontEnd"] as? String, "dbus")
         XCTAssertTrue(rows.contains { $0["outcome"] as? String == "refused" }, "\(rows)")
     }
+
+    /// `cancelInteractiveFlow` names no flow. From a sandboxed app it ends that app's sign-ins only: a Flatpak cannot end
+    /// the sign-in another app is waiting on. (A host process's cancel still ends every D-Bus sign-in: issue #28.)
+    func testASandboxedAppsCancelEndsOnlyItsOwnSignIns() throws {
+        let entra = try TestEntra()
+        let daemon = try Daemon(config: entra.brokerConfig + "\ndbus_sign_in = \"device-code\"\n")
+        daemon.environment = ["DBUS_SESSION_BUS_ADDRESS": bus.address]
+        daemon.extraArguments = ["--dbus-broker"]
+        try daemon.start()
+        try bus.waitForBroker()
+        let request = """
+            {"authParameters":{"account":null,"authority":"https://login.microsoftonline.com/common","authorizationType":6,\
+            "clientId":"\(TestEntra.famA)","decodedClaims":"","requestedScopes":["\(TestEntra.graph)"],"username":"alice@contoso.example"}}
+            """
+        // A host app's sign-in, waiting for the user to enter its device code.
+        final class Box: @unchecked Sendable { var output = "" }
+        let box = Box(), done = DispatchSemaphore(value: 0)
+        let call = ["/usr/bin/busctl", "--address=\(bus.address)", "--json=short", "call", DBusName.name, DBusName.path,
+                    DBusName.interface, "acquireTokenInteractively", "sss", "0.0", "c0ffee00-0000-0000-0000-000000000001", request]
+        DispatchQueue.global().async {
+            box.output = (try? runCommand(call[0], Array(call.dropFirst())))?.stdout ?? ""
+            done.signal()
+        }
+        func pending() throws -> Int {
+            let status = try daemon.ctl(["status", "--json"])
+            let object = (try JSONSerialization.jsonObject(with: Data(status.stdout.utf8))) as? [String: Any]
+            return (object?["pendingSignIns"] as? [Any])?.count ?? 0
+        }
+        try waitFor("the host app's sign-in waiting") { try pending() == 1 }
+
+        let app = try FlatpakSandbox(appId: Self.mailApp, in: directory.path)
+        let proxy = try startProxy(in: app)
+        let cancel = app.command(["/usr/bin/python3", "/app/tests/dbus_call.py", "unix:path=/run/flatpak/bus",
+                                  "cancelInteractiveFlow", "{}"], bindsAt: [(proxy, "/run/flatpak/bus")])
+        let answered = try runCommand(cancel[0], Array(cancel.dropFirst()))
+        XCTAssertEqual(answered.stdout.trimmingCharacters(in: .whitespacesAndNewlines), "{}", answered.stderr)
+        // The cancel is answered once done: the other app's sign-in still waits.
+        XCTAssertEqual(try pending(), 1, "a sandboxed app's cancel ended another app's sign-in")
+
+        XCTAssertNotNil(try bus.broker1("cancelInteractiveFlow", "{}").answer)
+        XCTAssertEqual(done.wait(timeout: .now() + 30), .success)
+        let reply = (try? JSONSerialization.jsonObject(with: Data(box.output.utf8))) as? [String: Any]
+        let text = (reply?["data"] as? [String])?.first ?? ""
+        let answer = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
+        let error = (answer?["brokerTokenResponse"] as? [String: Any])?["error"] as? [String: Any]
+        XCTAssertEqual(error?["status"] as? Int, 7, "the host's cancel ends it: UserCanceled")
+    }
 }
