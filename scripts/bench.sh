@@ -6,10 +6,18 @@
 #      100,000 access tokens (1 client and 64 concurrent clients; the 64-client rate in three rounds, each after a
 #      run of the echo server, against whose median it is taken; the single-client p50 against msal-python in three
 #      rounds, each after a msal-python loop on the same core, median against median);
+#   2b. the same with varied requests, where no memo of the last request can answer: each request is a random line
+#      of make_cache.py's OUT.json.varied.jsonl (an account among all of the document's and one of its scope sets,
+#      never the same line twice in a row; the load client's --requests), at 1 account and at the big size, measured
+#      as in 2 (1 client, the 64-client rounds, the msal-python rounds with msal_silent.py --varied on the same
+#      lines) against the echo server driven with the same varied lines;
 #   3. msal-python's in-process acquire_token_silent on the same cache documents (what an app does without brokerd);
 #   4. whole processes: brokerctl token vs brokerctl --help, and a Python process doing msal's silent call;
 #   5. cold start under systemd-socket-activate with a 1,000-account cache;
 #   6. scale at 100k tokens: import time, memory idle and loaded, start-up time with the cache, a durable change.
+#   7. the audit: `brokerctl log --app` over a filled apps.db;
+#   8. D-Bus: broker1's acquireTokenSilently as pymsalruntime calls it (scripts/bench/dbus.sh), against an sd-bus echo
+#      service of the same method shape replying with brokerd's answer, repeated and varied, on a private bus.
 # It prints the machine and the table, writes the table to .build-bench/bench-results.md (markdown, for the
 # README), and exits 1 when a figure could not be measured — not when a target is missed (that is a FAIL row).
 #
@@ -32,7 +40,7 @@ while (($#)); do
     case $1 in
         --quick) quick=1 ;;
         --bin-dir) bin_dir=$(cd "${2:?--bin-dir needs a directory}" && pwd); shift ;;
-        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
         *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -96,11 +104,15 @@ if ((!quick)) || ! "$py" -c 'import msal' 2>/dev/null; then
     "$py" -m pip install --quiet --disable-pip-version-check --upgrade 'msal>=1,<2' >&2
 fi
 # Documents are cached between runs, but their tokens expire a day after they were made: remade after 12 hours.
+# Each comes with its varied requests (DOC.varied.jsonl), written from the document when missing.
 document() {  # ACCOUNTS → path
     local doc=$out/cache-${1}x$per_account.json
     if [[ ! -s $doc.meta.json || $bench/make_cache.py -nt $doc || -n $(find "$doc" -mmin +720) ]]; then
         step "making $doc"
         "$py" "$bench/make_cache.py" "$1" "$per_account" "$doc"
+    elif [[ ! -s $doc.varied.jsonl ]]; then
+        step "making $doc.varied.jsonl"
+        "$py" "$bench/make_cache.py" "$1" "$per_account" "$doc" --varied-only
     fi
     echo "$doc"
 }
@@ -114,6 +126,12 @@ silent_request() {  # DOCUMENT → request file: the exact line the load client,
     echo "$file"
 }
 req_one=$(silent_request "$doc_one") req_big=$(silent_request "$doc_big") req_cold=$(silent_request "$doc_cold")
+varied_one=$doc_one.varied.jsonl varied_big=$doc_big.varied.jsonl  # the varied mode's requests (make_cache.py)
+# request_args REQUEST → req_args: the load client's arguments for it, a request file as it is (the repeated mode)
+# or, for a .jsonl of varied requests, --requests FILE (the varied mode). Callers declare req_args local.
+request_args() {
+    if [[ $1 == *.jsonl ]]; then req_args=(--requests "$1"); else req_args=("$1"); fi
+}
 version_request=$work/version.json
 echo '{"jsonrpc":"2.0","id":1,"method":"getBrokerVersion"}' >"$version_request"
 status_request=$work/status.json
@@ -137,6 +155,7 @@ record procs_runs "$runs"
 record py_runs "$py_runs"
 record cold_runs "$cold_runs"
 record remove_count "$removes"
+record varied_lines "$(wc -l <"$varied_one")"
 
 # --- daemons ----------------------------------------------------------------------------------------------------
 conf=$work/brokerd.toml
@@ -179,6 +198,7 @@ rss_mib() { awk -v k="$2:" '$1 == k { printf "%.1f", $2 / 1024 }' "/proc/$1/stat
 # run to run and from server to server, so the sequential run is made twice with the server pinned to the first CPU
 # this script may use: the client on that CPU (PREFIX1) and on the second one (PREFIX1x). The 64-client run has every
 # CPU. Without taskset, or with one CPU, the runs are unpinned (PREFIX1) and the cross-core row is left out.
+# REQUEST is a request file, or a .jsonl of varied requests (request_args): the varied rows' PREFIX ends in V.
 allowed_cpus=$(taskset -pc $$ 2>/dev/null | sed 's/.*: //' | tr ',' '\n' |
     awk -F- '{ hi = ($2 == "") ? $1 : $2; for (c = $1; c <= hi; c++) print c }' | head -n 2 | tr '\n' ' ')
 read -r first_cpu second_cpu <<<"$allowed_cpus" || true
@@ -188,8 +208,9 @@ if [[ -z $second_cpu ]]; then
     note "fewer than two CPUs to pin to (taskset -pc: ${all_cpus:-none}): single-client runs unpinned, no cross-core run"
 fi
 load_runs() {
-    local prefix=$1 server=$2 sock=$3 request=$4 figures tag pin
+    local prefix=$1 server=$2 sock=$3 request=$4 figures tag pin req_args
     shift 4
+    request_args "$request"
     [[ -n $second_cpu ]] && taskset -a -p -c "$first_cpu" "$server" >/dev/null
     for tag in 1 1x; do
         pin=()
@@ -199,18 +220,18 @@ load_runs() {
         elif [[ $tag == 1x ]]; then
             continue
         fi
-        if figures=$("${pin[@]}" "$load" "$sock" "$request" --count "$seq" --warmup "$warm" "$@" 2>"$work/load.err"); then
+        if figures=$("${pin[@]}" "$load" "$sock" "${req_args[@]}" --count "$seq" --warmup "$warm" "$@" 2>"$work/load.err"); then
             record_all "$prefix$tag" "$figures"
         else
             note "$prefix, 1 client ($tag): not measured ($(tail -n 2 "$work/load.err" | tr '\n' ' '))"
         fi
     done
-    case $prefix in one | big) msal_rounds "$prefix" "$sock" "$request" "$@" ;; esac
+    case $prefix in one | big | oneV | bigV) msal_rounds "$prefix" "$sock" "$request" "$@" ;; esac
     [[ -n $second_cpu ]] && taskset -a -p -c "$all_cpus" "$server" >/dev/null
     case $prefix in
-        one | big) alternating_rounds "$prefix" "$sock" "$request" "$@" ;;
+        one | big | oneV | bigV) alternating_rounds "$prefix" "$sock" "$request" "$@" ;;
         *)
-            if figures=$("$load" "$sock" "$request" --clients 64 --duration "$secs" --warmup "$warm" "$@" 2>"$work/load.err"); then
+            if figures=$("$load" "$sock" "${req_args[@]}" --clients 64 --duration "$secs" --warmup "$warm" "$@" 2>"$work/load.err"); then
                 record_all "${prefix}64" "$figures"
             else
                 note "$prefix, 64 clients: not measured ($(tail -n 2 "$work/load.err" | tr '\n' ' '))"
@@ -222,17 +243,23 @@ load_runs() {
 # this VM either rate drifts by a fifth from one minute to the next (README, "Performance"). Three rounds, each an
 # echo run (same request line, its own socket) just before a brokerd run; the figures are each side's median
 # (PREFIX64_rps, PREFIX64echo_rps, PREFIX64_p50_us), and the rounds are recorded as they were (PREFIX64_rounds).
+# With varied requests the echo server is driven with the same lines (the load client's --requests --echo).
 alternating_rounds() {  # PREFIX SOCKET REQUEST EXPECT...
-    local prefix=$1 sock=$2 request=$3 round figures side rates=() echo_rates=() p50s=() rounds=""
+    local prefix=$1 sock=$2 request=$3 round figures side rates=() echo_rates=() p50s=() rounds="" req_args
     shift 3
+    request_args "$request"
     "$out/echo_server" "$work/echo-side.sock" &
     side=$!
     daemons+=("$side")
-    "$py" "$bench/timing.py" answer "$work/echo-side.sock" "$request" --since "$EPOCHREALTIME" --expect acquireTokenSilently >/dev/null
+    "$py" "$bench/timing.py" answer "$work/echo-side.sock" "$req_one" --since "$EPOCHREALTIME" --expect acquireTokenSilently >/dev/null
     for round in 1 2 3; do
-        figures=$("$load" "$work/echo-side.sock" "$request" --clients 64 --duration "$secs" --warmup "$warm" --echo \
-            2>"$work/load.err") && echo_rates+=("$(field "$figures" rps)")
-        if figures=$("$load" "$sock" "$request" --clients 64 --duration "$secs" --warmup "$warm" "$@" 2>"$work/load.err"); then
+        if figures=$("$load" "$work/echo-side.sock" "${req_args[@]}" --clients 64 --duration "$secs" --warmup "$warm" \
+            --echo 2>"$work/load.err"); then
+            echo_rates+=("$(field "$figures" rps)")
+        else
+            note "$prefix, echo 64 clients, round $round: not measured ($(tail -n 2 "$work/load.err" | tr '\n' ' '))"
+        fi
+        if figures=$("$load" "$sock" "${req_args[@]}" --clients 64 --duration "$secs" --warmup "$warm" "$@" 2>"$work/load.err"); then
             rates+=("$(field "$figures" rps)")
             p50s+=("$(field "$figures" p50_us)")
             rounds+="${rounds:+, }$(awk -v b="${rates[-1]}" -v e="${echo_rates[-1]:-0}" \
@@ -253,17 +280,19 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) prin
 # (PREFIXalt_p50_us, msalPREFIXalt_p50_us); the rounds are recorded as they were (PREFIXalt_rounds). Measured
 # minutes apart, as section 3 and section 2 are, either p50 can move by a fifth (README, "Performance"). The big
 # rounds also run the 1-account daemon (kept for this), so that 10,000 is compared with 1 in the same rounds too
-# (bigone_p50_us).
+# (bigone_p50_us). With varied requests (oneV, bigV) msal-python makes the same calls (msal_silent.py --varied).
 msal_rounds() {  # PREFIX SOCKET REQUEST EXPECT...
     local prefix=$1 sock=$2 request=$3 doc=$doc_one round figures to_msal pin=() ours=() theirs=() ones=() rounds=""
-    local with_one=0
+    local with_one=0 req_args varied=()
     shift 3
-    [[ $prefix == big ]] && doc=$doc_big
+    request_args "$request"
+    [[ $request == *.jsonl ]] && varied=(--varied "$request")
+    [[ $prefix == big* ]] && doc=$doc_big
     [[ $prefix == big && -n ${one_pid:-} ]] && with_one=1
     [[ -n $second_cpu ]] && pin=(taskset -c "$first_cpu")
     ((with_one)) && [[ -n $second_cpu ]] && taskset -a -p -c "$first_cpu" "$one_pid" >/dev/null
     coproc msal_side { "${pin[@]}" "$py" "$bench/msal_silent.py" "$doc" "$doc.meta.json" --count "$msal_calls" \
-        --warmup "$warm" --rounds-on-stdin 2>"$work/msal-rounds.err"; }
+        --warmup "$warm" --rounds-on-stdin "${varied[@]}" 2>"$work/msal-rounds.err"; }
     to_msal=${msal_side[1]}
     for round in 1 2 3; do
         echo round >&"$to_msal"
@@ -272,7 +301,7 @@ msal_rounds() {  # PREFIX SOCKET REQUEST EXPECT...
             break
         fi
         theirs+=("$(field "$figures" p50_us)")
-        if figures=$("${pin[@]}" "$load" "$sock" "$request" --count "$seq" --warmup "$warm" "$@" 2>"$work/load.err"); then
+        if figures=$("${pin[@]}" "$load" "$sock" "${req_args[@]}" --count "$seq" --warmup "$warm" "$@" 2>"$work/load.err"); then
             ours+=("$(field "$figures" p50_us)")
             rounds+="${rounds:+, }${ours[-1]} / ${theirs[-1]}"
         else
@@ -308,6 +337,9 @@ daemons+=("$!")
 echo_pid=$!
 "$py" "$bench/timing.py" answer "$work/echo.sock" "$req_one" --since "$EPOCHREALTIME" --expect acquireTokenSilently >/dev/null
 load_runs echo "$echo_pid" "$work/echo.sock" "$req_one" --echo
+# The varied mode's baseline: the same server driven with each document's varied lines (2b).
+load_runs echoVone "$echo_pid" "$work/echo.sock" "$varied_one" --echo
+load_runs echoVbig "$echo_pid" "$work/echo.sock" "$varied_big" --echo
 stop_daemon "$echo_pid"
 
 # --- 2 (1 account), 4 and idle memory: a fresh daemon -----------------------------------------------------------
@@ -320,6 +352,8 @@ if start_daemon one "$work/state-one" "$version_request"; then
     if import_doc "$sock" "$doc_one"; then
         one_expect=("${expect_cache[@]}" --expect "\"accessToken\":\"$token_one\"")
         load_runs one "$pid" "$sock" "$req_one" "${one_expect[@]}"
+        step "brokerd, 1 account, varied requests"
+        load_runs oneV "$pid" "$sock" "$varied_one" "${expect_cache[@]}"  # + each line's own access token
         # The echo server once more, replying with this answer instead of the request line (for information: the floor
         # of moving an answer of this size; brokerd's targets stay against the plain echo).
         answer_one=$work/answer-one.json
@@ -398,6 +432,9 @@ if ((imported)); then
         load_runs big "$pid" "$sock" "$req_big" "${expect_cache[@]}" --expect "\"accessToken\":\"$(meta "$doc_big" accessToken)\""
         record rss_big_mib "$(rss_mib "$pid" VmRSS)"
         record rss_big_peak_mib "$(rss_mib "$pid" VmHWM)"
+        step "brokerd, $big_accounts accounts: varied requests"
+        load_runs bigV "$pid" "$sock" "$varied_big" "${expect_cache[@]}"  # + each line's own access token
+        record rss_bigV_mib "$(rss_mib "$pid" VmRSS)"
         client=$(meta "$doc_big" clientId)
         "$py" -c 'import json, sys
 for i, hid in enumerate(json.load(open(sys.argv[1]))["removable"][: int(sys.argv[3])]):
@@ -414,6 +451,10 @@ for i, hid in enumerate(json.load(open(sys.argv[1]))["removable"][: int(sys.argv
 fi
 
 [[ -n ${one_pid:-} ]] && stop_daemon "$one_pid"
+
+# --- 8. D-Bus: brokerd's broker1 front end against an sd-bus echo of the same method shape -----------------------
+source "$bench/dbus.sh"
+dbus_bench "$doc_one" "$doc_big" || true  # what failed is in the notes; the table then shows MISSING
 
 # --- 5. cold start ----------------------------------------------------------------------------------------------
 step "cold start ($cold_runs runs)"

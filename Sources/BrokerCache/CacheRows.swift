@@ -78,8 +78,8 @@ extension TokenCache {
     /// hours", not the last second, and a hit must not make a write.
     public mutating func noteUse(_ use: TokenUse) {
         let key = use.key
-        let previous = state.uses[key]?.lastUsed
-        state.uses[key] = use
+        let previous = storedState.uses[key]?.lastUsed
+        storedState.uses[key] = use
         if previous.map({ use.lastUsed - $0 >= Self.useResolution || use.lastUsed < $0 }) ?? true {
             changedRows.insert(.use(key))
         }
@@ -88,7 +88,7 @@ extension TokenCache {
     public static let useResolution: Int64 = 600
 
     public mutating func setUse(_ key: String, _ use: TokenUse?) {
-        state.uses[key] = use
+        storedState.uses[key] = use
         changedRows.insert(.use(key))
     }
 

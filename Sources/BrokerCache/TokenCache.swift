@@ -28,9 +28,20 @@ public struct TokenCache: Sendable {
     public var aliases: EnvironmentAliases
     /// brokerd's own bookkeeping (accounts hidden from an app, accounts needing sign-in, token uses); persisted
     /// beside the entries, never exported. Token uses change through `noteUse`/`setUse`, which mark their own rows.
-    public var state = BrokerState() {
-        didSet { changedRows.insert(.state) }  // no oldValue: Swift then mutates in place (SE-0268)
+    public var state: BrokerState {
+        get { storedState }
+        set {
+            storedState = newValue
+            changedRows.insert(.state)
+        }
+        _modify {
+            yield &storedState
+            changedRows.insert(.state)
+        }
     }
+    /// `state` without marking its row: token uses are rows of their own (`noteUse`, `setUse`). A hit notes a use,
+    /// and through `state` every hit marked the state row, which kept the writer writing it while hits came in.
+    var storedState = BrokerState()
     /// Rows changed since the persistence layer last took them (CacheRows.swift).
     var changedRows: Set<CacheRow> = []
 
@@ -42,6 +53,11 @@ public struct TokenCache: Sendable {
     /// The claims of each id_token (by key), decoded when the entry is stored: every token answer carries its
     /// account's claims, and decoding a JWT per answer would be most of a cache hit's work.
     private(set) var idTokenClaims: [String: JSONObject] = [:]
+    /// Access tokens typed and bucketed by account and client: what a silent lookup reads (SilentLookup.swift).
+    private(set) var accessTokens = AccessTokenIndex()
+    /// Account summaries as last built, by lowercased home account id; an account's entry goes when one of its
+    /// entries changes. A token answer carries its account's summary: built per hit, it was a sixth of a hit.
+    private var summaries: [String: AccountSummary] = [:]
 
     public init(aliases: EnvironmentAliases = EnvironmentAliases()) {
         self.aliases = aliases
@@ -60,6 +76,7 @@ public struct TokenCache: Sendable {
             if kind != .appMetadata, !section.isEmpty {
                 index[kind, default: [:]].reserveCapacity(document.entries[.account]?.count ?? 0)
             }
+            if kind == .accessToken { accessTokens.reserve(accounts: document.entries[.account]?.count ?? 0) }
             for (key, entity) in section { addToIndex(kind, key, entity) }
         }
     }
@@ -77,6 +94,11 @@ public struct TokenCache: Sendable {
 
     public func all(_ kind: CredentialKind) -> [(key: String, entity: CacheEntity)] {
         (document.entries[kind] ?? [:]).map { ($0.key, $0.value) }
+    }
+
+    /// Whether an Account entry has this home account id (compared ignoring case), from the index alone.
+    public func hasAccount(_ homeAccountId: String) -> Bool {
+        index[.account]?[homeAccountId.lowercasedIfNeeded]?.isEmpty == false
     }
 
     /// Entries of `kind` matching `query`: with a home account, only that account's entries are looked at.
@@ -132,6 +154,25 @@ public struct TokenCache: Sendable {
 
     static func asciiLower(_ byte: UInt8) -> UInt8 {
         (byte >= 0x41 && byte <= 0x5A) ? byte | 0x20 : byte
+    }
+
+    /// `accountSummary(homeAccountId:now:)`, built once per change of the account's entries: what a token answer
+    /// carries. Who the account is hidden from and whether it needs a sign-in are brokerd's state, read each time.
+    public mutating func memoizedAccountSummary(homeAccountId hid: String) -> AccountSummary? {
+        let id = hid.lowercasedIfNeeded
+        var summary: AccountSummary
+        if let known = summaries[id] {
+            summary = known
+        } else {
+            guard let built = accountSummary(homeAccountId: id, now: 0) else { return nil }
+            summaries[id] = built
+            summary = built
+        }
+        summary.signInRequired = state.signInRequired.contains(id)
+        if !state.hidden.isEmpty || !summary.hiddenFrom.isEmpty {
+            summary.hiddenFrom = state.hidden.filter { $0.value.contains(id) }.map(\.key).sorted()
+        }
+        return summary
     }
 
     // MARK: Writing
@@ -201,13 +242,17 @@ public struct TokenCache: Sendable {
         if kind == .idToken, let token = entity.secret, let claims = try? JWTPayload.claims(of: token) {
             idTokenClaims[key] = claims
         }
-        guard let hid = entity.homeAccountId else { return }
-        index[kind, default: [:]][hid.lowercased(), default: []].insert(key)
+        if kind == .accessToken { accessTokens.insert(key, entity) }
+        guard let hid = entity.homeAccountId?.lowercasedIfNeeded else { return }
+        if !summaries.isEmpty { summaries[hid] = nil }
+        index[kind, default: [:]][hid, default: []].insert(key)
     }
 
     private mutating func removeFromIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
         if kind == .idToken { idTokenClaims[key] = nil }
-        guard let hid = entity.homeAccountId?.lowercased() else { return }
+        if kind == .accessToken { accessTokens.remove(key, entity) }
+        guard let hid = entity.homeAccountId?.lowercasedIfNeeded else { return }
+        summaries[hid] = nil
         index[kind]?[hid]?.remove(key)
         if index[kind]?[hid]?.isEmpty == true { index[kind]?[hid] = nil }
     }

@@ -69,6 +69,30 @@ extension Broker1Methods {
         }
     }
 
+    /// A silent request for a named account that the cache answers and the app policy allows as it stands, answered
+    /// where the call arrived (the bus thread) without a task or an actor: the answer `silentToken` gives for it.
+    /// nil for anything else (another method, a malformed request, the default account, claims, a refresh due, a
+    /// question for the user, a refusal), which then takes `answer`.
+    public func cachedAnswer(method: String, correlationId: String, request: String, caller: CallerIdentity) -> String? {
+        guard method == "acquireTokenSilently",
+              case .success(let params) = Broker1Requests.validated(method: method, correlationId: correlationId, request: request),
+              let auth = params["authParameters"]?.objectValue, let clientId = auth["clientId"]?.stringValue, !clientId.isEmpty,
+              let hid = auth["account"]?.objectValue?["homeAccountId"]?.stringValue, !hid.isEmpty,
+              (auth["decodedClaims"]?.stringValue ?? "").isEmpty else { return nil }
+        let requested = auth["requestedScopes"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let request = SilentTokenRequest(
+            clientId: clientId, authority: auth["authority"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 },
+            scopes: requested, account: .homeAccountId(hid))
+        guard let hit = broker.cachedSilentToken(request) else { return nil }
+        let scopes = Scopes.requested(requested), account = (homeAccountId: Optional(hid), username: Optional(hit.account.username))
+        guard case .allow = apps.decide(caller, clientId: clientId, account: account, scopes: scopes) else { return nil }
+        record(hit.outcome, caller: caller, clientId: clientId, scopes: scopes, account: account)
+        logger.debug("D-Bus request answered from the cache", metadata: [
+            "method": "\(method)", "client_pid": "\(caller.pid)", "client_exe": "\(caller.executable ?? "?")", "app": "\(caller.app)",
+        ])
+        return JSONWriter().string(Self.tokenResponse(hit.outcome, correlationId: correlationId))
+    }
+
     /// An answer that ends a call early.
     struct EarlyAnswer: Error {
         var answer: JSONValue

@@ -137,24 +137,25 @@ public final class DBusFrontEnd: @unchecked Sendable {
 
     // MARK: Calls
 
-    /// On the bus thread: checks the caller, then answers from a task (the reply is sent by the bus thread).
+    /// On the bus thread: checks the caller, answers a cache hit at once, anything else from a task (the reply is sent
+    /// by the bus thread).
     private func handle(_ message: OpaquePointer) -> Int32 {
         let method = sd_bus_message_get_member(message).map { String(cString: $0) } ?? ""
         var version: UnsafePointer<CChar>?, correlation: UnsafePointer<CChar>?, request: UnsafePointer<CChar>?
         let r = brokerd_bus_read_sss(message, &version, &correlation, &request)
         guard r >= 0 else { return r }  // sd-bus answers the caller with the error
-        var uid: uid_t = 0, pid: pid_t = 0
-        var unique = [CChar](repeating: 0, count: 256), label = [CChar](repeating: 0, count: 512)
-        guard brokerd_bus_sender_identity(message, &uid, &pid, &unique, unique.count, &label, label.count) >= 0, uid == ownUID else {
-            logger.warning("D-Bus call refused: the caller runs as another user", metadata: [
-                "method": "\(method)", "client_pid": "\(pid)", "client_uid": "\(uid)",
-            ])
+        guard let caller = knownCaller(of: message) ?? newCaller(of: message, method: method) else {
             return brokerd_bus_reply_error(message, "org.freedesktop.DBus.Error.AccessDenied",
                                            "brokerd serves uid \(ownUID) only")
         }
         let correlationId = correlation.map { String(cString: $0) } ?? ""
         let requestJSON = request.map { String(cString: $0) } ?? ""
-        let caller = identity(of: Self.text(unique), uid: uid, pid: pid, label: Self.text(label))
+        // A cache hit is answered here: a task and the hop back to this thread cost more than the hit itself.
+        if let answer = methods.cachedAnswer(method: method, correlationId: correlationId, request: requestJSON, caller: caller) {
+            let sent = brokerd_bus_reply_s(message, answer)
+            if sent < 0 { logger.notice("D-Bus answer not sent", metadata: ["error": "\(Self.errorText(sent))"]) }
+            return 1
+        }
         sd_bus_message_ref(message)
         let pending = PendingCall(message)
         Task {
@@ -166,6 +167,28 @@ public final class DBusFrontEnd: @unchecked Sendable {
             self.signalWake()
         }
         return 1
+    }
+
+    /// The identity of a sender already identified. The bus sets the sender of every message and never gives a unique
+    /// name twice, so a name identified once is that connection for as long as it lasts: its credentials are not
+    /// asked again (GetConnectionCredentials was a bus round trip on every call, half a cache hit's time).
+    private func knownCaller(of message: OpaquePointer) -> CallerIdentity? {
+        guard let sender = sd_bus_message_get_sender(message) else { return nil }
+        return callers[String(cString: sender)]
+    }
+
+    /// A sender's first call: its credentials from the bus, then its identity (`identity(of:)`). nil when it runs as
+    /// another user (refused).
+    private func newCaller(of message: OpaquePointer, method: String) -> CallerIdentity? {
+        var uid: uid_t = 0, pid: pid_t = 0
+        var unique = [CChar](repeating: 0, count: 256), label = [CChar](repeating: 0, count: 512)
+        guard brokerd_bus_sender_identity(message, &uid, &pid, &unique, unique.count, &label, label.count) >= 0, uid == ownUID else {
+            logger.warning("D-Bus call refused: the caller runs as another user", metadata: [
+                "method": "\(method)", "client_pid": "\(pid)", "client_uid": "\(uid)",
+            ])
+            return nil
+        }
+        return identity(of: Self.text(unique), uid: uid, pid: pid, label: Self.text(label))
     }
 
     static func errorText(_ code: Int32) -> String { String(cString: strerror(-code)) }

@@ -69,6 +69,14 @@ public struct JSONWriter {
 
     public static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        // Most strings (tokens, ids, URLs) need no escape: copied whole, not byte by byte.
+        if string.utf8.withContiguousStorageIfAvailable({ bytes in
+            !bytes.contains { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }
+        }) == true {
+            out.append(contentsOf: string.utf8)
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for byte in string.utf8 {
             switch byte {
             case UInt8(ascii: "\""): out.append(contentsOf: [0x5C, 0x22])

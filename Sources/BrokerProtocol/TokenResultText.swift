@@ -19,18 +19,15 @@ public struct TokenResultText: Sendable {
     private var hasAfter: Bool { tail.count > Self.envelopeEndCount + 1 }
 
     public init(_ result: TokenResult) throws {
-        var result = result
-        result.correlationId = nil
-        guard case .object(let object) = try JSONValueEncoder().encode(result) else {
-            throw EncodingError.invalidValue(result, .init(codingPath: [], debugDescription: "a token result is an object"))
-        }
-        let key = Array("correlationId".utf8)
-        let split = object.members.firstIndex { !Array($0.key.utf8).lexicographicallyPrecedes(key) } ?? object.members.count
-        var head = JSONWriter.wireBytes(.object(JSONObject(Array(object.members[..<split]))))
-        head.removeLast()
-        var tail = JSONWriter.wireBytes(.object(JSONObject(Array(object.members[split...]))))
-        tail.removeFirst()
-        self.head = Self.resultKey + head
+        var head = Self.resultKey
+        head.reserveCapacity(result.accessToken.utf8.count + (result.idToken?.utf8.count ?? 0) + 2048)
+        head.append(UInt8(ascii: "{"))
+        try TokenResultWriter.membersBeforeCorrelationId(result, into: &head)
+        var tail: [UInt8] = []
+        tail.reserveCapacity((result.idToken?.utf8.count ?? 0) + 256)
+        TokenResultWriter.membersAfterCorrelationId(result, into: &tail)
+        tail.append(UInt8(ascii: "}"))
+        self.head = head
         self.tail = tail + Self.envelopeEnd
     }
 

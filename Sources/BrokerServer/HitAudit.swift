@@ -6,7 +6,7 @@ import BrokerCore
 /// requests (a Graph token and an ARM token) still makes a few rows a window, not one a hit. A repeated hit costs a
 /// comparison and an increment; every hit is counted.
 struct HitAudit {
-    struct Subject: Equatable, Sendable {
+    struct Subject: Hashable, Sendable {
         var clientId: String
         var homeAccountId: String
         var username: String?
@@ -23,10 +23,13 @@ struct HitAudit {
     }
 
     static let window: Int64 = 10
-    /// Distinct requests counted in one window at most (the memo remembers 64); past that, the window ends early.
-    static let capacity = 64
+    /// Distinct requests counted in one window at most; past that, the window ends early. An app that asks for many
+    /// different tokens (a mail client's hundreds of accounts) still makes a row per request and window, not per hit.
+    static let capacity = 1_024
 
     private var tallies: [Tally] = []
+    /// Where each subject's tally is: a hit that no memo answered finds its tally without comparing every subject.
+    private var indexes: [Subject: Int] = [:]
     /// The tally counted last: where a repeated hit looks first.
     private var lastIndex = 0
     private var windowStart: Int64 = 0
@@ -55,7 +58,7 @@ struct HitAudit {
             finished = take()
             windowStart = now
         }
-        if let index = tallies.firstIndex(where: { $0.subject == subject }) {
+        if let index = indexes[subject] {
             tallies[index].count += 1
             tallies[index].last = now
             if number != 0 { tallies[index].number = number }
@@ -63,6 +66,7 @@ struct HitAudit {
         } else {
             tallies.append(Tally(subject: subject, number: number, count: 1, first: now, last: now))
             lastIndex = tallies.count - 1
+            indexes[subject] = lastIndex
         }
         return finished
     }
@@ -70,7 +74,8 @@ struct HitAudit {
     /// Every tally so far, leaving none.
     mutating func take() -> [Tally] {
         defer {
-            tallies.removeAll(keepingCapacity: true)
+            tallies.removeAll(keepingCapacity: tallies.count <= 64)  // a burst of many subjects is not kept for ever
+            indexes.removeAll(keepingCapacity: tallies.count <= 64)
             lastIndex = 0
         }
         return tallies

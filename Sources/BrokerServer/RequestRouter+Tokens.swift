@@ -90,7 +90,8 @@ extension RequestRouter {
                       memory: inout ConnectionMemory) -> [UInt8]? {
         guard request.method == BrokerMethod.acquireTokenSilently.rawValue, let id = request.id else { return nil }
         let started = Threads.nowNanoseconds()
-        guard let p = try? params(AcquireTokenSilentlyParams.self, request), let silent = try? Self.silentRequest(p),
+        guard let p = AcquireTokenSilentlyParams(plain: request.params)
+                ?? (try? params(AcquireTokenSilentlyParams.self, request)), let silent = try? Self.silentRequest(p),
               let hit = broker.cachedSilentToken(silent),
               memory.access.allows(caller, clientId: p.clientId, account: (hit.outcome.homeAccountId, hit.account.username),
                                    scopes: silent.scopes, in: apps),

@@ -56,4 +56,47 @@ final class TokenResultTextTests: XCTestCase {
             }
         }
     }
+
+    /// The direct writer against the encoder on results of every shape: optional members present and absent, empty
+    /// and several apps, tokens and tenant profiles, strings that need escapes, claims with unsorted keys and numbers
+    /// the encoder rewrites.
+    func testTheDirectWriterWritesTheEncodersBytesForEveryShape() throws {
+        var seed: UInt64 = 42
+        func next() -> UInt64 {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return seed >> 33
+        }
+        func maybe<T>(_ value: T) -> T? { next() % 2 == 0 ? value : nil }
+        let texts = ["", "plain", "quote \" back \\ slash / tab \t nl \n nul \u{0}", "ünïcødé ✓", "x\u{1F}y"]
+        func text() -> String { texts[Int(next() % UInt64(texts.count))] + String(next() % 100) }
+        let claims: [JSONValue] = [
+            .object(JSONObject(["z": .number("1.0e3"), "a": .string("b"), "m": .array([.bool(true), .null, .number("12")])])),
+            try JSONReader.parse(#"{"tid":"t","nested":{"y":1,"x":[{"b":2,"a":1}]},"exp":1700000000}"#),
+            .raw(#"{"b": 1, "a": "raw"}"#),
+        ]
+        for _ in 0..<300 {
+            let apps = (0..<Int(next() % 3)).map { _ in
+                AppTokens(clientId: text(), familyId: maybe("1"), hasRefreshToken: next() % 2 == 0,
+                          accessTokens: (0..<Int(next() % 3)).map { _ in
+                              AccessTokenInfo(scopes: (0..<Int(next() % 3)).map { _ in text() }, realm: maybe(text()),
+                                              expiresOn: maybe(Int64(next()) - 1_000_000))
+                          })
+            }
+            let account = Account(homeAccountId: text(), username: text(), environment: text(), realm: text(),
+                                  localAccountId: maybe(text()), name: maybe(text()), authorityType: maybe("MSSTS"),
+                                  tenantProfiles: (0..<Int(next() % 3)).map { _ in
+                                      TenantProfile(realm: text(), environment: text(), localAccountId: maybe(text()),
+                                                    username: maybe(text()))
+                                  },
+                                  apps: apps, hiddenFrom: (0..<Int(next() % 2)).map { _ in text() },
+                                  signInRequired: next() % 2 == 0,
+                                  accountClaims: maybe(claims[Int(next() % UInt64(claims.count))]))
+            let result = TokenResult(accessToken: text(), tokenType: maybe("Bearer") ?? "pop", expiresOn: Int64(next()),
+                                     extendedExpiresOn: -Int64(next()), refreshOn: maybe(Int64(next())),
+                                     grantedScopes: (0..<Int(next() % 3)).map { _ in text() }, idToken: maybe(text()),
+                                     account: account, authority: text(), correlationId: nil, source: "cache")
+            XCTAssertEqual(String(decoding: try TokenResultText(result).json(correlationId: nil), as: UTF8.self),
+                           String(decoding: try ProtocolCoding.encode(result), as: UTF8.self))
+        }
+    }
 }

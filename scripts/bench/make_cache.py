@@ -2,10 +2,20 @@
 """Writes the benchmark's MSAL unified-cache document, shaped as msal-python writes one (msal/token_cache.py).
 
     make_cache.py ACCOUNTS TOKENS_PER_ACCOUNT OUT.json
+    make_cache.py ACCOUNTS TOKENS_PER_ACCOUNT OUT.json --varied-only   # only OUT.json.varied.jsonl, from OUT.json
 
 Also writes OUT.json.meta.json: which entry the benchmark asks for (client, authority, scope, account and the
 access token the answer must carry), so that bench.sh, brokerctl and the msal-python harness query the same one,
 plus other accounts that the removal timing may remove.
+
+And OUT.json.varied.jsonl, the requests of the benchmark's varied mode (one that no memo of the last request can
+answer): 4,096 lines, each an (account, scope set) pair of the document drawn at random (seeded: an account among
+all of them, then one of its access tokens' scope sets), never the same pair twice in a row (pairs may repeat
+otherwise: 1 account has only 10). A line is the exact JSON-RPC line bench.sh's silent_request() writes for that
+pair (the authority is the account's home tenant, the realm of its tokens), a TAB, and a substring its answer must
+contain: "accessToken":" followed by the token's secret up to 64 characters past the JWT header (the header, 67
+characters, is the same in every token of the document). It is derived from the document alone, so --varied-only
+(bench.sh: a document made before this file existed) writes the same file as the full run.
 
 Why it looks the way it does:
 - keys, field names and string-typed timestamps exactly as msal-python writes them, so msal-python's O(1)
@@ -36,18 +46,51 @@ OTHER_SCOPES = ["https://management.azure.com/user_impersonation", "https://vaul
                 "https://outlook.office.com/Calendars.Read", "https://database.windows.net/user_impersonation",
                 "https://servicebus.azure.net/user_impersonation", "https://analysis.windows.net/powerbi/api/Dataset.Read.All",
                 "https://api.spaces.skype.com/user_impersonation"]
+VARIED_LINES = 4096
 
 
 def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
+def write_varied(doc, accounts, per_account, out):
+    """OUT.json.varied.jsonl (see the docstring) from the document as written (or read back: the same order)."""
+    by_account = {}
+    for entry in doc["AccessToken"].values():
+        if entry["client_id"] == CLIENT_ID:
+            by_account.setdefault(entry["home_account_id"], []).append(entry)
+    hids = list(by_account)
+    if sum(len(v) for v in by_account.values()) < 2:
+        sys.exit("make_cache.py: the varied requests need at least two access tokens")
+    rng = random.Random(f"brokerd-bench-varied-{accounts}-{per_account}")
+    lines, last = [], None
+    while len(lines) < VARIED_LINES:
+        entries = by_account[hids[rng.randrange(len(hids))]]
+        entry = entries[rng.randrange(len(entries))]
+        if entry is last:
+            continue
+        last = entry
+        request = {"jsonrpc": "2.0", "id": 1, "method": "acquireTokenSilently",
+                   "params": {"clientId": entry["client_id"], "authority": f"https://{entry['environment']}/{entry['realm']}",
+                              "scopes": entry["target"].split(" "), "account": {"homeAccountId": entry["home_account_id"]}}}
+        secret = entry["secret"]
+        expected = '"accessToken":"' + secret[: secret.index(".") + 1 + 64]
+        lines.append(json.dumps(request, separators=(",", ":")) + "\t" + expected + "\n")
+    with open(out + ".varied.jsonl.tmp", "w") as f:
+        f.writelines(lines)
+    os.replace(out + ".varied.jsonl.tmp", out + ".varied.jsonl")
+
+
 def main():
-    if len(sys.argv) != 4:
-        sys.exit("usage: make_cache.py ACCOUNTS TOKENS_PER_ACCOUNT OUT.json")
+    if len(sys.argv) not in (4, 5) or (len(sys.argv) == 5 and sys.argv[4] != "--varied-only"):
+        sys.exit("usage: make_cache.py ACCOUNTS TOKENS_PER_ACCOUNT OUT.json [--varied-only]")
     accounts, per_account, out = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     if accounts < 1 or per_account < 1:
         sys.exit("make_cache.py: ACCOUNTS and TOKENS_PER_ACCOUNT must be at least 1")
+    if len(sys.argv) == 5:
+        with open(out) as f:
+            write_varied(json.load(f), accounts, per_account, out)
+        return
     if os.path.exists(out + ".meta.json"):
         os.remove(out + ".meta.json")
     rng = random.Random(f"brokerd-bench-{accounts}-{per_account}")
@@ -105,6 +148,7 @@ def main():
     with open(out + ".tmp", "w") as f:
         json.dump(doc, f, indent=4)     # msal-python's serialize() indents by 4
     os.replace(out + ".tmp", out)
+    write_varied(doc, accounts, per_account, out)
     with open(out + ".meta.json", "w") as f:
         json.dump(meta, f, indent=1)
 

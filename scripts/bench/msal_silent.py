@@ -6,6 +6,16 @@
     msal_silent.py CACHE.json META.json --rounds-on-stdin [--count N] [--warmup N]
         # loads once, then one timed loop (one key=value line) for each line read on stdin: bench.sh alternates
         # these rounds with brokerd's, so that both sides are measured under the same conditions
+    msal_silent.py CACHE.json META.json --varied LINES.jsonl [--count N] [--warmup N] [--rounds-on-stdin]
+        # the varied mode: each call asks for the (account, scopes) of the next line of LINES.jsonl (make_cache.py's
+        # OUT.json.varied.jsonl, whose lines are already in a random order; the loop cycles through them and a round
+        # goes on where the last one stopped), as the load client's --requests does with brokerd
+
+In the varied mode the accounts are mapped up front, outside the timing (homeAccountId → the account object of
+app.get_accounts()), and, since acquire_token_silent looks up the tokens of its app's authority's tenant (it has no
+authority of its own), there is one PublicClientApplication for each authority of the lines, all sharing the one
+token cache and HTTP client: what an app using several tenants does. Each timed call's access token must start with
+the line's expected prefix and come from the cache, and no HTTP call may be made, as in the repeated mode.
 
 The cache document and META (from make_cache.py) are the ones brokerd serves, so both answer for the same entry.
 The app gets an in-memory HTTP client that answers only instance discovery and the authority's OpenID
@@ -32,17 +42,20 @@ class FakeResponse:
 class FakeHttpClient:
     """Answers from memory what msal-python fetches before it can look in its cache; refuses everything else."""
 
-    def __init__(self, tenant):
+    def __init__(self, tenants):
         self.calls = 0
-        base = f"https://{HOST}/{tenant}"
-        self.oidc_url = f"{base}/v2.0/.well-known/openid-configuration"
-        self.oidc = {"issuer": f"{base}/v2.0", "authorization_endpoint": f"{base}/oauth2/v2.0/authorize",
-                     "token_endpoint": f"{base}/oauth2/v2.0/token",
-                     "device_authorization_endpoint": f"{base}/oauth2/v2.0/devicecode",
-                     "end_session_endpoint": f"{base}/oauth2/v2.0/logout",
-                     "jwks_uri": f"https://{HOST}/{tenant}/discovery/v2.0/keys",
-                     "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
-                     "scopes_supported": ["openid", "profile", "email", "offline_access"]}
+        self.oidc = {}  # the OpenID configuration of each tenant, by its URL
+        for tenant in tenants:
+            base = f"https://{HOST}/{tenant}"
+            self.oidc[f"{base}/v2.0/.well-known/openid-configuration"] = {
+                "issuer": f"{base}/v2.0", "authorization_endpoint": f"{base}/oauth2/v2.0/authorize",
+                "token_endpoint": f"{base}/oauth2/v2.0/token",
+                "device_authorization_endpoint": f"{base}/oauth2/v2.0/devicecode",
+                "end_session_endpoint": f"{base}/oauth2/v2.0/logout",
+                "jwks_uri": f"https://{HOST}/{tenant}/discovery/v2.0/keys",
+                "response_types_supported": ["code", "id_token", "code id_token", "id_token token"],
+                "scopes_supported": ["openid", "profile", "email", "offline_access"]}
+        self.oidc_url = next(iter(self.oidc))  # the first tenant's: instance discovery names it
         self.instance = {"tenant_discovery_endpoint": self.oidc_url, "api-version": "1.1",
                          "metadata": [{"preferred_network": HOST, "preferred_cache": "login.windows.net",
                                        "aliases": [HOST, "login.windows.net", "login.microsoft.com",
@@ -52,8 +65,8 @@ class FakeHttpClient:
         self.calls += 1
         if url.startswith(f"https://{HOST}/common/discovery/instance"):
             return FakeResponse(self.instance)
-        if url == self.oidc_url:
-            return FakeResponse(self.oidc)
+        if url in self.oidc:
+            return FakeResponse(self.oidc[url])
         raise RuntimeError(f"msal_silent.py: unexpected HTTP GET {url}")
 
     def post(self, url, params=None, data=None, headers=None, **kwargs):
@@ -76,7 +89,22 @@ def main():
     parser.add_argument("--warmup", type=int, default=2000)
     parser.add_argument("--once", action="store_true")
     parser.add_argument("--rounds-on-stdin", action="store_true")
+    parser.add_argument("--varied", metavar="LINES.jsonl")
     args = parser.parse_args()
+    if args.varied and args.once:
+        parser.error("--varied and --once are exclusive")
+    varied = []  # (authority, scopes, homeAccountId, expected token prefix) of each line
+    if args.varied:
+        with open(args.varied) as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                request, _, expected = line.rstrip("\n").partition("\t")
+                params = json.loads(request)["params"]
+                prefix = expected[len('"accessToken":"'):] if expected.startswith('"accessToken":"') else ""
+                varied.append((params["authority"], params["scopes"], params["account"]["homeAccountId"], prefix))
+        if not varied:
+            sys.exit(f"msal_silent.py: no request lines in {args.varied}")
 
     started = time.perf_counter()
     import msal  # inside the timing of --once on purpose: a process that wants a token pays for it
@@ -85,9 +113,29 @@ def main():
     cache = msal.SerializableTokenCache()
     with open(args.cache) as f:
         cache.deserialize(f.read())
-    http = FakeHttpClient(meta["tenant"])
+    authorities = list(dict.fromkeys([meta["authority"]] + [authority for authority, _, _, _ in varied]))
+    http = FakeHttpClient([authority.rsplit("/", 1)[1] for authority in authorities])
     app = msal.PublicClientApplication(meta["clientId"], authority=meta["authority"], token_cache=cache,
                                        http_client=http)
+    if varied:
+        apps = {meta["authority"]: app}
+        for authority in authorities[1:]:
+            apps[authority] = msal.PublicClientApplication(meta["clientId"], authority=authority, token_cache=cache,
+                                                           http_client=http)
+        by_id = {account["home_account_id"]: account for account in app.get_accounts()}
+        missing = {hid for _, _, hid, _ in varied} - by_id.keys()
+        if missing:
+            sys.exit(f"msal_silent.py: get_accounts did not find {len(missing)} accounts of {args.varied}")
+        calls = [(apps[authority], scopes, by_id[hid], prefix) for authority, scopes, hid, prefix in varied]
+        loaded = time.perf_counter() - started
+        if not args.rounds_on_stdin:
+            return varied_loop(http, calls, 0, args.warmup, args.count, loaded)[0]
+        status, position = 0, 0
+        for _ in sys.stdin:
+            round_status, position = varied_loop(http, calls, position, args.warmup, args.count, loaded)
+            status |= round_status
+            sys.stdout.flush()
+        return status
     accounts = app.get_accounts(username=meta["username"])
     if len(accounts) != 1 or accounts[0]["home_account_id"] != meta["homeAccountId"]:
         sys.exit(f"msal_silent.py: get_accounts found {len(accounts)} accounts for {meta['username']}")
@@ -111,7 +159,6 @@ def main():
 
 def timed_loop(app, http, scopes, account, expected, warmup, count, loaded):
     """warmup + count calls; prints the figures of the last count as one line. 1 on any wrong answer or HTTP call."""
-    import msal
     errors, first_error, latencies = 0, None, []
     for i in range(warmup + count):
         if i == warmup:
@@ -124,6 +171,30 @@ def timed_loop(app, http, scopes, account, expected, warmup, count, loaded):
             first_error = first_error or str(result)[:300]
         if i >= warmup:
             latencies.append(t1 - t0)
+    return report(http, calls_before, errors, first_error, latencies, loaded)
+
+
+def varied_loop(http, calls, position, warmup, count, loaded):
+    """timed_loop's varied mode: call i asks for calls[(position + i) % len(calls)]. → (status, next position)"""
+    errors, first_error, latencies, n = 0, None, [], len(calls)
+    for i in range(warmup + count):
+        if i == warmup:
+            calls_before = http.calls
+        app, scopes, account, prefix = calls[(position + i) % n]
+        t0 = time.perf_counter_ns()
+        result = app.acquire_token_silent(scopes, account)
+        t1 = time.perf_counter_ns()
+        if not result or not result.get("access_token", "").startswith(prefix) or result.get("token_source") != "cache":
+            errors += 1
+            first_error = first_error or f"line {(position + i) % n + 1}: {str(result)[:300]}"
+        if i >= warmup:
+            latencies.append(t1 - t0)
+    return report(http, calls_before, errors, first_error, latencies, loaded), (position + warmup + count) % n
+
+
+def report(http, calls_before, errors, first_error, latencies, loaded):
+    """Prints a loop's key=value line; 1 on any wrong answer or HTTP call during the timed calls."""
+    import msal
     timed_calls = http.calls - calls_before
     latencies.sort()
     if first_error:

@@ -85,6 +85,49 @@ for size, tag in (("1 account", "one"), (big, "big")):
         rows.append(("p50 (same core; median of the 3 rounds above) vs brokerd at 1 account in the same rounds",
                      "bigalt_p50_us", "µs", "brokerd p50, 1 account (median)", "bigone_p50_us", "le", 1.2))
     sections.append((f"2. brokerd acquireTokenSilently, cache hit, {size}", rows))
+# 2b. The varied mode: each request a random (account, scope set) line of the document's varied requests, never the
+# same line twice in a row, so no memo of the last request answers; the baseline is the echo server driven with the
+# same lines (echoVone: the 1-account document's, echoVbig: the big one's).
+lines = f"{int(num('varied_lines') or 0):,} lines"
+echo_rows = []
+for size, tag in (("1 account", "echoVone"), (big, "echoVbig")):
+    echo_rows += [
+        (f"echo p50, 1 client, same core, the varied lines of {size}", f"{tag}1_p50_us", "µs", None, None, None, None),
+        (f"echo p99, 1 client, same core, the varied lines of {size}", f"{tag}1_p99_us", "µs", None, None, None, None),
+    ] + ([] if g("cross_core") == "unavailable" else [
+        (f"echo p50, 1 client, across cores, the varied lines of {size}", f"{tag}1x_p50_us", "µs",
+         None, None, None, None),
+        (f"echo p99, 1 client, across cores, the varied lines of {size}", f"{tag}1x_p99_us", "µs",
+         None, None, None, None),
+    ]) + [
+        (f"echo throughput, 64 clients, the varied lines of {size}", f"{tag}64_rps", "req/s", None, None, None, None),
+        (f"echo p50 under 64 clients, the varied lines of {size}", f"{tag}64_p50_us", "µs", None, None, None, None),
+    ]
+sections.append((f"2b. Raw AF_UNIX echo driven with the varied requests (each document's {lines} of random (account, "
+                 "scope set) pairs, a random line each time, never the same twice in a row): the varied mode's baseline",
+                 echo_rows))
+for size, tag, echo in (("1 account", "oneV", "echoVone"), (big, "bigV", "echoVbig")):
+    rows = [
+        ("p50, 1 client, same core", f"{tag}1_p50_us", "µs", "echo p50, same lines", f"{echo}1_p50_us", "le", 1.5),
+        ("p99, 1 client, same core", f"{tag}1_p99_us", "µs", "echo p50, same lines", f"{echo}1_p50_us", "le", 5),
+    ] + ([] if g("cross_core") == "unavailable" else [
+        ("p50, 1 client, across cores", f"{tag}1x_p50_us", "µs", "echo p50, same lines", f"{echo}1x_p50_us", "le", 1.5),
+        ("p99, 1 client, across cores", f"{tag}1x_p99_us", "µs", "echo p50, same lines", f"{echo}1x_p50_us", "le", 5),
+    ]) + [
+        ("throughput, 64 clients (median of 3 rounds)", f"{tag}64_rps", "req/s",
+         "echo 64 clients, same lines, a run before each round (median)", f"{tag}64echo_rps", "ge", 0.5),
+        (f"for information: the rounds, brokerd / echo: {g(f'{tag}64_rounds') or '?'}; brokerd vs the echo above",
+         f"{tag}64_rps", "req/s", "echo 64 clients, same lines", f"{echo}64_rps", None, None),
+        ("p50 under 64 clients", f"{tag}64_p50_us", "µs", "echo p50 under 64, same lines", f"{echo}64_p50_us",
+         None, None),
+        ("p50 (same core) vs msal-python in-process on that core, same calls (median of 3 alternating rounds)",
+         f"{tag}alt_p50_us", "µs", f"{msal} p50, varied, a loop before each round (median)", f"msal{tag}alt_p50_us",
+         "le", 1),
+        (f"for information: the rounds, brokerd / msal-python: {g(f'{tag}alt_rounds') or '?'}; brokerd's first row vs "
+         "the repeated request's (section 2)", f"{tag}1_p50_us", "µs", "brokerd p50, repeated request",
+         f"{tag[:-1]}1_p50_us", None, None),
+    ]
+    sections.append((f"2b. brokerd acquireTokenSilently, cache hit, varied requests, {size}", rows))
 sections += [
     (f"3. {msal} in-process acquire_token_silent, same documents (0 HTTP calls, every token checked)", [
         ("p50, 1 account", "msal1_p50_us", "µs", None, None, None, None),
@@ -109,6 +152,8 @@ sections += [
         ("brokerd RSS idle (fresh daemon, empty state)", "rss_idle_mib", "MiB", None, None, "max", 15),
         ("brokerd RSS loaded (after restart and the load runs)", "rss_big_mib", "MiB", None, None, "max",
          2 * num("doc_mib") + 20 if num("doc_mib") else None),
+        ("for information: brokerd RSS after the varied requests too (2b)", "rss_bigV_mib", "MiB", "the row above",
+         "rss_big_mib", None, None),
         ("start with the cache: spawn → whole cache loaded (getStatus answered)", "load_ms", "ms", None, None, "max", 3000),
         (f"removeAccount, one app of one account (median of {g('remove_count', '?')})", "remove_median_ms", "ms",
          None, None, "max", 20),
@@ -116,6 +161,19 @@ sections += [
     (f"7. The audit: {int(num('audit_rows') or 0):,} rows of 50 apps (median of {g('procs_runs', '?')} runs)", [
         ("brokerctl log --app APP (its newest 100 rows), whole process", "auditlog_median_ms", "ms", "brokerctl --help",
          "help_median_ms", "max", 200),
+    ]),
+    (f"8. D-Bus: broker1 acquireTokenSilently as pymsalruntime calls it, private dbus-daemon, sd-bus client; "
+     f"median of 3 alternating rounds ({g('dbus_pin', '?')})", [
+        (f"sd-bus echo of the same method shape, replying with brokerd's answer ({int(num('dbus_answer_bytes') or 0):,} bytes), p50",
+         "dbusecho_p50_us", "µs", None, None, None, None),
+        ("brokerd p50, repeated request, 1 account", "dbus_p50_us", "µs", "sd-bus echo p50 (median)", "dbusecho_p50_us", "le", 1.3),
+        (f"for information: brokerd p99; the rounds, brokerd / echo: {g('dbus_rounds') or '?'}", "dbus_p99_us", "µs",
+         "sd-bus echo p99", "dbusecho_p99_us", None, None),
+        ("sd-bus echo p50, varied requests (same lines)", "dbusechoV_p50_us", "µs", None, None, None, None),
+        (f"brokerd p50, varied requests ({int(num('dbusV_lines') or 0):,} lines, {int(num('dbusV_accounts') or 0):,} accounts)",
+         "dbusV_p50_us", "µs", "sd-bus echo p50, same lines (median)", "dbusechoV_p50_us", "le", 1.3),
+        (f"for information: brokerd p99, varied; the rounds: {g('dbusV_rounds') or '?'}", "dbusV_p99_us", "µs",
+         "sd-bus echo p99, varied", "dbusechoV_p99_us", None, None),
     ]),
 ]
 

@@ -367,19 +367,33 @@ public enum AccessSettingError: Error, Sendable, CustomStringConvertible {
 /// Audit rows waiting for the writer, and the apps they name.
 struct AuditQueue {
     private var rows: [AuditRow] = []
+    /// Where the waiting row of each kind of call is: calls alike (same app, process, client ID, account, scopes,
+    /// outcome) are one row with a count until the writer takes them, whichever connections made them.
+    private var indexes: [RowKey: Int] = [:]
     private var apps: [String: SeenAppRow] = [:]
+
+    private struct RowKey: Hashable {
+        var app: String, pid: Int32, clientId: String, scopes: String, homeAccountId: String?, outcome: String
+        var frontEnd: String, detail: String?
+
+        init(_ row: AuditRow) {
+            (app, pid, clientId, scopes, homeAccountId) = (row.app, row.pid, row.clientId, row.scopes, row.homeAccountId)
+            (outcome, frontEnd, detail) = (row.outcome, row.frontEnd, row.detail)
+        }
+    }
     /// Past this many rows waiting (a writer that cannot write), equal rows are still counted, new ones dropped and counted.
     static let limit = 100_000
     private var dropped = 0
 
     mutating func add(_ row: AuditRow, kind: AppID.Kind, unit: String?) {
-        if var last = rows.last, last.app == row.app, last.pid == row.pid, last.clientId == row.clientId,
-           last.scopes == row.scopes, last.homeAccountId == row.homeAccountId, last.outcome == row.outcome,
-           last.frontEnd == row.frontEnd, last.detail == row.detail {
-            last.count += row.count
-            last.lastTime = max(last.lastTime, row.lastTime)
-            rows[rows.count - 1] = last
+        let key = RowKey(row)
+        if let index = indexes[key] {
+            rows[index].count += row.count
+            rows[index].time = min(rows[index].time, row.time)
+            rows[index].lastTime = max(rows[index].lastTime, row.lastTime)
+            if rows[index].username == nil { rows[index].username = row.username }
         } else if rows.count < Self.limit {
+            indexes[key] = rows.count
             rows.append(row)
         } else {
             dropped += row.count
@@ -406,6 +420,7 @@ struct AuditQueue {
         }
         defer {
             rows = []
+            indexes = [:]
             apps = [:]
         }
         return (taken, Array(apps.values))
@@ -415,6 +430,8 @@ struct AuditQueue {
         let all = taken + rows
         dropped += all.dropLast(Self.limit).reduce(0) { $0 + $1.count }
         rows = Array(all.suffix(Self.limit))
+        indexes = [:]  // the rows put back count the calls alike that come after them
+        for (index, row) in rows.enumerated() where indexes[RowKey(row)] == nil { indexes[RowKey(row)] = index }
         for app in seen where apps[app.app] == nil { apps[app.app] = app }
     }
 }

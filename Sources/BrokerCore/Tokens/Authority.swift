@@ -81,9 +81,19 @@ public struct Authority: Sendable, Equatable {
         issuer.split(separator: "/").first(where: { isGUID(String($0)) }).map { String($0).lowercased() }
     }
 
+    /// 8-4-4-4-12 hex digits. Read byte by byte: every silent request asks it of its tenant.
     static func isGUID(_ text: String) -> Bool {
-        let groups = text.split(separator: "-", omittingEmptySubsequences: false)
-        return groups.map(\.count) == [8, 4, 4, 4, 12] && groups.allSatisfy { $0.allSatisfy(\.isHexDigit) }
+        var index = 0
+        for byte in text.utf8 {
+            defer { index += 1 }
+            if index == 8 || index == 13 || index == 18 || index == 23 {
+                if byte != UInt8(ascii: "-") { return false }
+                continue
+            }
+            let isHex = (byte >= 0x30 && byte <= 0x39) || (byte | 0x20 >= 0x61 && byte | 0x20 <= 0x66)
+            if !isHex { return false }
+        }
+        return index == 36
     }
 }
 

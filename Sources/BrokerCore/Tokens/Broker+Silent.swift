@@ -115,9 +115,9 @@ extension Broker {
                   tenant: plan.authority.tenant, scopes: plan.scopes, now: now),
               let expiresOn = token.expiresOn,
               token.refreshOn.map({ $0 > now }) ?? true,
-              let account = contents.cache.accountSummary(homeAccountId: plan.hid, now: now) else { return .none }
+              let account = contents.cache.memoizedAccountSummary(homeAccountId: plan.hid) else { return .none }
         if plan.authority.kind == .entra, let identity = contents.identity,
-           Self.startsAliasLookup(of: plan.authority, now: now, in: &contents) {
+           Self.startsAliasLookup(of: plan.authority, now: Self.elapsed(), in: &contents) {
             Task { await self.learned(await identity.aliasGroups(plan.authority), host: plan.authority.host) }
         }
         let use = TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
@@ -238,7 +238,9 @@ extension Broker {
     }
 
     /// Whether a lookup of the host's aliases is to start now (none asked yet, or the last failed long enough ago);
-    /// if so, it is marked as running.
+    /// if so, it is marked as running. `now` is `elapsed()`, as the retry times are: a Unix time here made every hit
+    /// after a failed lookup start a task and call the discovery actor (which keeps the failure a minute, so no request
+    /// went out), a twentieth of a varied hit's time.
     private static func startsAliasLookup(of authority: Authority, now: Int64, in contents: inout CacheCell.Contents) -> Bool {
         if let retryAfter = contents.aliasLookups[authority.host], retryAfter > now { return false }
         contents.aliasLookups[authority.host] = Int64.max

@@ -1,0 +1,123 @@
+/// Strings the cache holds many times over (home account ids, client ids, realms, environments, scopes), each held
+/// once, lowercased, and named by a number. Never shrinks: it holds what the cache has held, which is bounded by the
+/// distinct values (a few per account), not by the tokens.
+struct StringTable: Sendable {
+    private var numbers: [String: UInt32] = [:]
+    private var strings: [String] = []
+
+    mutating func intern(_ text: String) -> UInt32 {
+        let lower = text.lowercasedIfNeeded
+        if let number = numbers[lower] { return number }
+        let number = UInt32(strings.count)
+        strings.append(lower)
+        numbers[lower] = number
+        return number
+    }
+
+    /// The number of a string already held (compared ignoring case), without adding it.
+    func number(of text: String) -> UInt32? { numbers[text.lowercasedIfNeeded] }
+
+    subscript(number: UInt32) -> String { strings[Int(number)] }
+}
+
+/// An access token as the silent lookup reads it: every field it compares, parsed and lowercased once, when the entry
+/// is stored, so that a lookup compares numbers instead of reading JSON fields and splitting targets.
+struct IndexedAccessToken: Sendable {
+    var key: String
+    var entity: CacheEntity
+    var environment: UInt32
+    var realm: UInt32
+    /// The target's scopes, lowercased, sorted by number and each once.
+    var scopes: [UInt32]
+    var expiresOn: Int64?
+}
+
+/// Access tokens bucketed by (home account, client): a silent lookup reads only the tokens its app holds for its
+/// account, typed (TokenCache.cachedAccessToken). Kept beside the document by `TokenCache.put`/`remove`.
+struct AccessTokenIndex: Sendable {
+    struct Bucket: Hashable, Sendable {
+        var account: UInt32
+        var client: UInt32
+    }
+
+    private(set) var strings = StringTable()
+    private var buckets: [Bucket: [IndexedAccessToken]] = [:]
+
+    mutating func reserve(accounts: Int) { buckets.reserveCapacity(accounts) }
+
+    mutating func insert(_ key: String, _ entity: CacheEntity) {
+        guard let hid = entity.homeAccountId else { return }
+        let bucket = Bucket(account: strings.intern(hid), client: strings.intern(entity.clientId ?? ""))
+        var scopes = entity.target.map { strings.intern($0) }
+        scopes.sort()
+        var unique: [UInt32] = []
+        unique.reserveCapacity(scopes.count)
+        for scope in scopes where unique.last != scope { unique.append(scope) }
+        let token = IndexedAccessToken(key: key, entity: entity, environment: strings.intern(entity.environment ?? ""),
+                                       realm: strings.intern(entity.realm ?? ""), scopes: unique,
+                                       expiresOn: entity.expiresOn)
+        buckets[bucket, default: []].append(token)
+    }
+
+    mutating func remove(_ key: String, _ entity: CacheEntity) {
+        guard let hid = entity.homeAccountId, let account = strings.number(of: hid),
+              let client = strings.number(of: entity.clientId ?? "") else { return }
+        let bucket = Bucket(account: account, client: client)
+        buckets[bucket]?.removeAll { $0.key == key }
+        if buckets[bucket]?.isEmpty == true { buckets[bucket] = nil }
+    }
+
+    /// MSAL's access-token match (reference §3.2) on typed fields: the longest-lived token of the account and client,
+    /// in the environment's alias group, whose scopes cover `scopes`, with more than `expiryBufferSeconds` left at
+    /// `now`, in `tenant` (any realm for "" and the tenant aliases).
+    func bestToken(homeAccountId: String, clientId: String, environment: String, tenant: String, scopes: [String],
+                   now: Int64, aliases: EnvironmentAliases) -> IndexedAccessToken? {
+        guard let account = strings.number(of: homeAccountId), let client = strings.number(of: clientId),
+              let tokens = buckets[Bucket(account: account, client: client)] else { return nil }
+        // A scope no token of the cache holds is in no token of this bucket.
+        var wanted: [UInt32] = []
+        wanted.reserveCapacity(scopes.count)
+        for scope in scopes {
+            guard let number = strings.number(of: scope) else { return nil }
+            wanted.append(number)
+        }
+        let anyRealm = tenant.isEmpty || TokenCache.tenantAliases.contains(tenant.lowercasedIfNeeded)
+        let realm = anyRealm ? nil : strings.number(of: tenant)
+        if !anyRealm && realm == nil { return nil }
+        let environmentNumber = strings.number(of: environment)
+        var canonicalEnvironment: String?  // computed only when a token's environment differs from the request's
+        var best: IndexedAccessToken?
+        for token in tokens {
+            guard let expiresOn = token.expiresOn, expiresOn > now + expiryBufferSeconds,
+                  (best?.expiresOn ?? Int64.min) < expiresOn,
+                  anyRealm || token.realm == realm,
+                  wanted.allSatisfy({ token.scopes.containsSorted($0) }) else { continue }
+            if token.environment != environmentNumber {
+                let canonical = canonicalEnvironment ?? aliases.canonical(environment)
+                canonicalEnvironment = canonical
+                guard aliases.canonical(strings[token.environment]) == canonical else { continue }
+            }
+            best = token
+        }
+        return best
+    }
+}
+
+extension Array where Element == UInt32 {
+    /// Binary search of a sorted array (a target has a handful of scopes; this keeps a long one cheap too).
+    func containsSorted(_ value: UInt32) -> Bool {
+        var low = 0, high = count
+        while low < high {
+            let middle = (low + high) / 2
+            if self[middle] < value { low = middle + 1 } else { high = middle }
+        }
+        return low < count && self[low] == value
+    }
+}
+
+extension String {
+    /// `lowercased()`, without a copy when there is nothing to lower (ids are usually lowercase already).
+    package var lowercasedIfNeeded: String {
+        utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? lowercased() : self
+    }
+}

@@ -1,0 +1,118 @@
+import BrokerJSON
+
+/// A token result written straight to bytes: the bytes `ProtocolCoding.encode` gives (keys sorted, nil members left
+/// out), without building the value tree the Codable encoder builds. Every cache hit that no memo serves writes one,
+/// and through the encoder that was a fifth of the hit. Tests hold it to the encoder's bytes (TokenResultTextTests).
+enum TokenResultWriter {
+    /// The members before `correlationId` in key order (accessToken, account, authority), each preceded by a comma
+    /// except the first; then those after it (expiresOn … tokenType).
+    static func membersBeforeCorrelationId(_ result: TokenResult, into out: inout [UInt8]) throws {
+        var first = true
+        string("accessToken", result.accessToken, &first, &out)
+        key("account", &first, &out)
+        try account(result.account, into: &out)
+        string("authority", result.authority, &first, &out)
+    }
+
+    static func membersAfterCorrelationId(_ result: TokenResult, into out: inout [UInt8]) {
+        var first = true
+        number("expiresOn", result.expiresOn, &first, &out)
+        number("extendedExpiresOn", result.extendedExpiresOn, &first, &out)
+        key("grantedScopes", &first, &out)
+        strings(result.grantedScopes, &out)
+        if let idToken = result.idToken { string("idToken", idToken, &first, &out) }
+        if let refreshOn = result.refreshOn { number("refreshOn", refreshOn, &first, &out) }
+        string("source", result.source, &first, &out)
+        string("tokenType", result.tokenType, &first, &out)
+    }
+
+    static func account(_ account: Account, into out: inout [UInt8]) throws {
+        var first = true
+        out.append(UInt8(ascii: "{"))
+        if let claims = account.accountClaims {
+            key("accountClaims", &first, &out)
+            // Claims are whatever the id_token held: the encoder's canonical form (sorted, numbers normalised).
+            JSONWriter.writeWire(try JSONValueEncoder().encode(claims), into: &out)
+        }
+        key("apps", &first, &out)
+        out.append(UInt8(ascii: "["))
+        for (index, app) in account.apps.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            var inner = true
+            out.append(UInt8(ascii: "{"))
+            key("accessTokens", &inner, &out)
+            out.append(UInt8(ascii: "["))
+            for (index, token) in app.accessTokens.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                var innermost = true
+                out.append(UInt8(ascii: "{"))
+                if let expiresOn = token.expiresOn { number("expiresOn", expiresOn, &innermost, &out) }
+                if let realm = token.realm { string("realm", realm, &innermost, &out) }
+                key("scopes", &innermost, &out)
+                strings(token.scopes, &out)
+                out.append(UInt8(ascii: "}"))
+            }
+            out.append(UInt8(ascii: "]"))
+            string("clientId", app.clientId, &inner, &out)
+            if let familyId = app.familyId { string("familyId", familyId, &inner, &out) }
+            key("hasRefreshToken", &inner, &out)
+            out.append(contentsOf: (app.hasRefreshToken ? "true" : "false").utf8)
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(UInt8(ascii: "]"))
+        if let authorityType = account.authorityType { string("authorityType", authorityType, &first, &out) }
+        string("environment", account.environment, &first, &out)
+        key("hiddenFrom", &first, &out)
+        strings(account.hiddenFrom, &out)
+        string("homeAccountId", account.homeAccountId, &first, &out)
+        if let localAccountId = account.localAccountId { string("localAccountId", localAccountId, &first, &out) }
+        if let name = account.name { string("name", name, &first, &out) }
+        string("realm", account.realm, &first, &out)
+        key("signInRequired", &first, &out)
+        out.append(contentsOf: (account.signInRequired ? "true" : "false").utf8)
+        key("tenantProfiles", &first, &out)
+        out.append(UInt8(ascii: "["))
+        for (index, profile) in account.tenantProfiles.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            var inner = true
+            out.append(UInt8(ascii: "{"))
+            string("environment", profile.environment, &inner, &out)
+            if let localAccountId = profile.localAccountId { string("localAccountId", localAccountId, &inner, &out) }
+            string("realm", profile.realm, &inner, &out)
+            if let username = profile.username { string("username", username, &inner, &out) }
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(UInt8(ascii: "]"))
+        string("username", account.username, &first, &out)
+        out.append(UInt8(ascii: "}"))
+    }
+
+    // MARK: Pieces
+
+    private static func key(_ name: StaticString, _ first: inout Bool, _ out: inout [UInt8]) {
+        if !first { out.append(UInt8(ascii: ",")) }
+        first = false
+        out.append(UInt8(ascii: "\""))
+        out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+        out.append(contentsOf: #"":"#.utf8)
+    }
+
+    private static func string(_ name: StaticString, _ value: String, _ first: inout Bool, _ out: inout [UInt8]) {
+        key(name, &first, &out)
+        JSONWriter.writeWireString(value, into: &out)
+    }
+
+    private static func number(_ name: StaticString, _ value: Int64, _ first: inout Bool, _ out: inout [UInt8]) {
+        key(name, &first, &out)
+        out.append(contentsOf: String(value).utf8)
+    }
+
+    private static func strings(_ values: [String], _ out: inout [UInt8]) {
+        out.append(UInt8(ascii: "["))
+        for (index, value) in values.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            JSONWriter.writeWireString(value, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+    }
+}

@@ -1,0 +1,186 @@
+import BrokerCache
+import BrokerJSON
+import XCTest
+
+/// The typed access-token index and the memoized account summaries against the lookups they replaced, on random
+/// caches changed at random: every answer must be the one the field-by-field scan of the JSON entries gives.
+final class CacheModelDifferentialTests: XCTestCase {
+    /// A seeded generator, so that a failure can be replayed from its seed.
+    private struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    private let accounts = ["uid1.utid1", "UID2.UTID1", "uid3.utid2", "uid4.Utid2"]
+    private let clients = ["client-a", "CLIENT-B", "client-c"]
+    private let environments = ["login.microsoftonline.com", "login.windows.net", "Login.Microsoft.com",
+                                "login.microsoftonline.us", "idp.example"]
+    private let realms = ["utid1", "UTID2", "other-tenant", ""]
+    private let scopes = ["User.Read", "user.read", "Mail.Read", "Files.ReadWrite", "https://graph.microsoft.com/.default",
+                          "api://x/Straße", "api://x/STRASSE", "openid"]
+    private let now: Int64 = 1_000_000
+
+    private func randomCase(_ text: String, _ rng: inout SplitMix) -> String {
+        switch rng.next() % 4 {
+        case 0: return text.uppercased()
+        case 1: return text.lowercased()
+        default: return text
+        }
+    }
+
+    private func randomAccessToken(_ rng: inout SplitMix) -> CacheEntity {
+        var entity = accessToken(hid: randomCase(accounts.randomElement(using: &rng)!, &rng),
+                                 env: environments.randomElement(using: &rng)!,
+                                 client: randomCase(clients.randomElement(using: &rng)!, &rng),
+                                 realm: realms.randomElement(using: &rng)!, target: "", secret: "fake-\(rng.next() % 1000)")
+        let count = Int(rng.next() % 4)
+        let target = (0..<count).map { _ in randomCase(scopes.randomElement(using: &rng)!, &rng) }
+        switch rng.next() % 3 {
+        case 0: entity.fields["target"] = .array(target.map(JSONValue.string))
+        case 1: entity.set("target", target.joined(separator: "\t "))
+        default: entity.set("target", target.joined(separator: " "))
+        }
+        switch rng.next() % 6 {
+        case 0: entity.fields["expires_on"] = nil
+        case 1: entity.fields["expires_on"] = .number(String(now + Int64(rng.next() % 7200)))
+        case 2: entity.set("expires_on", "not a number")
+        default: entity.set("expires_on", String(now - 600 + Int64(rng.next() % 7200)))
+        }
+        if rng.next() % 10 == 0 { entity.fields["home_account_id"] = nil }
+        if rng.next() % 10 == 0 { entity.fields["client_id"] = nil }
+        return entity
+    }
+
+    private func randomOtherEntity(_ rng: inout SplitMix) -> (CredentialKind, CacheEntity) {
+        let hid = accounts.randomElement(using: &rng)!, client = clients.randomElement(using: &rng)!
+        let env = environments.randomElement(using: &rng)!, realm = realms.randomElement(using: &rng)!
+        switch rng.next() % 3 {
+        case 0: return (.account, accountEntry(hid: randomCase(hid, &rng), env: env, realm: realm, username: "user-\(hid.prefix(4))"))
+        case 1: return (.refreshToken, refreshToken(hid: hid, env: env, client: client, secret: "fake-rt",
+                                                   familyId: rng.next() % 2 == 0 ? "1" : nil))
+        default: return (.idToken, idToken(hid: hid, env: env, client: client, realm: realm, secret: "not.a.jwt"))
+        }
+    }
+
+    /// The lookup as it was before the typed index: every access token of the account, its JSON fields compared.
+    private func scannedAccessToken(_ cache: TokenCache, hid: String, clientId: String, environment: String, tenant: String,
+                                    scopes: [String], now: Int64) -> [CacheEntity] {
+        let matches = cache.find(.accessToken, CacheQuery(homeAccountId: hid, environment: environment, clientId: clientId,
+                                                          scopes: scopes.isEmpty ? nil : scopes))
+        let eligible = matches.map(\.entity).filter { entity in
+            guard let expiresOn = entity.expiresOn, expiresOn > now + expiryBufferSeconds else { return false }
+            let stored = (entity.realm ?? "").lowercased(), wanted = tenant.lowercased()
+            return tenant.isEmpty || stored == wanted || ["common", "organizations", "consumers"].contains(wanted)
+        }
+        guard let longest = eligible.compactMap(\.expiresOn).max() else { return [] }
+        return eligible.filter { $0.expiresOn == longest }  // ties: the scan's order decides, any of them is right
+    }
+
+    func testTypedLookupGivesTheScansAnswerThroughRandomChanges() {
+        for seed in UInt64(1)...12 {
+            var rng = SplitMix(state: seed)
+            var cache = TokenCache()
+            var keys: [(CredentialKind, String)] = []
+            for step in 0..<300 {
+                switch rng.next() % 10 {
+                case 0..<5:
+                    let key = rng.next() % 3 == 0 && !keys.isEmpty ? keys.randomElement(using: &rng)!.1 : "at-\(step)"
+                    cache.put(.accessToken, key: key, randomAccessToken(&rng))
+                    keys.append((.accessToken, key))
+                case 5, 6:
+                    let (kind, entity) = randomOtherEntity(&rng)
+                    keys.append((kind, cache.add(kind, entity)))
+                case 7:
+                    if let (kind, key) = keys.randomElement(using: &rng) { cache.remove(kind, key: key) }
+                case 8:
+                    if rng.next() % 4 == 0 {
+                        _ = cache.signOut(accounts.randomElement(using: &rng)!)
+                    } else {
+                        _ = cache.removeAccount(accounts.randomElement(using: &rng)!, forClient: clients.randomElement(using: &rng)!)
+                    }
+                default:
+                    var other = CacheDocument()
+                    for index in 0..<3 { other.entries[.accessToken, default: [:]]["merged-\(step)-\(index)"] = randomAccessToken(&rng) }
+                    _ = cache.merge(other)
+                }
+                for _ in 0..<5 { checkLookup(cache, &rng, seed: seed, step: step) }
+                checkSummaries(&cache, seed: seed, step: step)
+            }
+            // A cache read back from its document answers as the cache that made it.
+            var reread = TokenCache(document: try! CacheDocument.parse(cache.persisted()))
+            for _ in 0..<50 { checkLookup(reread, &rng, seed: seed, step: -1) }
+            checkSummaries(&reread, seed: seed, step: -1)
+        }
+    }
+
+    private func checkLookup(_ cache: TokenCache, _ rng: inout SplitMix, seed: UInt64, step: Int) {
+        let hid = randomCase(accounts.randomElement(using: &rng)!, &rng)
+        let client = randomCase(clients.randomElement(using: &rng)!, &rng)
+        let environment = randomCase(environments.randomElement(using: &rng)!, &rng)
+        let tenant = randomCase((realms + ["common", "Organizations", "unknown"]).randomElement(using: &rng)!, &rng)
+        var wanted = (0..<Int(rng.next() % 3)).map { _ in randomCase(scopes.randomElement(using: &rng)!, &rng) }
+        if rng.next() % 20 == 0 { wanted.append("never.granted") }
+        let at = now + Int64(rng.next() % 3600)
+        let typed = cache.cachedAccessToken(homeAccountId: hid, clientId: client, environment: environment, tenant: tenant,
+                                            scopes: wanted, now: at)
+        let scanned = scannedAccessToken(cache, hid: hid, clientId: client, environment: environment, tenant: tenant,
+                                         scopes: wanted, now: at)
+        let context = "seed \(seed) step \(step): \(hid) \(client) \(environment) \(tenant) \(wanted) at \(at)"
+        if let typed {
+            XCTAssertTrue(scanned.contains(typed), "typed answer not among the scan's: \(context)")
+        } else {
+            XCTAssertTrue(scanned.isEmpty, "typed lookup found nothing, the scan found \(scanned.count): \(context)")
+        }
+    }
+
+    private func checkSummaries(_ cache: inout TokenCache, seed: UInt64, step: Int) {
+        for hid in accounts {
+            XCTAssertEqual(cache.memoizedAccountSummary(homeAccountId: hid), cache.accountSummary(homeAccountId: hid, now: now),
+                           "seed \(seed) step \(step): \(hid)")
+        }
+    }
+
+    /// Hiding an account from an app and flagging it for sign-in change brokerd's state, not the entries: the
+    /// memoized summary must still say so.
+    func testMemoizedSummaryFollowsTheState() {
+        var cache = TokenCache()
+        cache.add(.account, accountEntry(hid: "uid1.utid1", realm: "utid1", username: "someone@example.com"))
+        cache.add(.accessToken, accessToken(hid: "uid1.utid1", client: "client-a", realm: "utid1", target: "User.Read",
+                                            secret: "fake-at"))
+        XCTAssertEqual(cache.memoizedAccountSummary(homeAccountId: "UID1.utid1")?.hiddenFrom, [])
+        _ = cache.removeAccount("uid1.utid1", forClient: "client-b")
+        cache.state.signInRequired.insert("uid1.utid1")
+        let summary = cache.memoizedAccountSummary(homeAccountId: "uid1.utid1")
+        XCTAssertEqual(summary?.hiddenFrom, ["client-b"])
+        XCTAssertEqual(summary?.signInRequired, true)
+        XCTAssertEqual(summary, cache.accountSummary(homeAccountId: "uid1.utid1", now: now))
+        cache.state.signInRequired = []
+        XCTAssertEqual(cache.memoizedAccountSummary(homeAccountId: "uid1.utid1")?.signInRequired, false)
+        XCTAssertNil(cache.memoizedAccountSummary(homeAccountId: "uid9.utid1"))
+    }
+
+    /// A hit notes a use; the writer writes what is marked for as long as something is. A hit must mark nothing but a
+    /// new use (or one whose time moved by the resolution): never the state row.
+    func testNotingAUseMarksOnlyANewOrMovedUse() {
+        var cache = TokenCache()
+        let use = TokenUse(clientId: "client-a", homeAccountId: "uid1.utid1", authority: "https://login.example/t",
+                           scopes: ["User.Read"], lastUsed: now)
+        cache.noteUse(use)
+        XCTAssertEqual(cache.takeChangedRows(), [.use(use.key)])
+        var later = use
+        later.lastUsed = now + 1
+        cache.noteUse(later)
+        XCTAssertEqual(cache.takeChangedRows(), [])
+        later.lastUsed = now + 1 + TokenCache.useResolution
+        cache.noteUse(later)
+        XCTAssertEqual(cache.takeChangedRows(), [.use(use.key)])
+        cache.state.signInRequired.insert("uid1.utid1")
+        XCTAssertEqual(cache.takeChangedRows(), [.state])
+    }
+}
