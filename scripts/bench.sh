@@ -445,6 +445,9 @@ for i, hid in enumerate(json.load(open(sys.argv[1]))["removable"][: int(sys.argv
             record_all remove "$figures"
         else note "removeAccount failed"; fi
         stop_daemon "$pid"
+        # At exit brokerd checkpoints its write-ahead log: cache.db alone is the cache (and a -wal left over counts).
+        record db_mib "$(stat -c %s "$state_big"/cache.db "$state_big"/cache.db-wal 2>/dev/null \
+            | awk '{ total += $1 } END { printf "%.1f", total / 1048576 }')"
     else
         note "brokerd did not answer after a restart with the $big_accounts-account cache"
     fi

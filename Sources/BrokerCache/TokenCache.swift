@@ -33,12 +33,16 @@ public struct TokenCache: Sendable {
         set {
             storedState = newValue
             changedRows.insert(.state)
+            stateVersion &+= 1
         }
         _modify {
             yield &storedState
             changedRows.insert(.state)
+            stateVersion &+= 1
         }
     }
+    /// Counts changes made through `state`: an account's memoized text holds while it stays the same.
+    private var stateVersion: UInt64 = 0
     /// `state` without marking its row: token uses are rows of their own (`noteUse`, `setUse`). A hit notes a use,
     /// and through `state` every hit marked the state row, which kept the writer writing it while hits came in.
     var storedState = BrokerState()
@@ -57,7 +61,15 @@ public struct TokenCache: Sendable {
     private(set) var accessTokens = AccessTokenIndex()
     /// Account summaries as last built, by lowercased home account id; an account's entry goes when one of its
     /// entries changes. A token answer carries its account's summary: built per hit, it was a sixth of a hit.
-    private var summaries: [String: AccountSummary] = [:]
+    private var summaries: [String: MemoizedAccount] = [:]
+
+    private struct MemoizedAccount {
+        var summary: AccountSummary
+        /// The summary as a front end writes it (`memoizedAccount(homeAccountId:text:)`), while `stateVersion`
+        /// is `textStateVersion`: who it is hidden from and whether it needs a sign-in come from the state.
+        var text: [UInt8]?
+        var textStateVersion: UInt64 = 0
+    }
 
     public init(aliases: EnvironmentAliases = EnvironmentAliases()) {
         self.aliases = aliases
@@ -159,20 +171,38 @@ public struct TokenCache: Sendable {
     /// `accountSummary(homeAccountId:now:)`, built once per change of the account's entries: what a token answer
     /// carries. Who the account is hidden from and whether it needs a sign-in are brokerd's state, read each time.
     public mutating func memoizedAccountSummary(homeAccountId hid: String) -> AccountSummary? {
+        memoizedAccount(homeAccountId: hid, text: nil)?.summary
+    }
+
+    /// The memoized summary and, when `encode` is given, the summary as `encode` writes it, made once per change of
+    /// the account or of brokerd's state (a front end's wire text: the cache keeps it without reading it).
+    public mutating func memoizedAccount(homeAccountId hid: String, text encode: ((AccountSummary) -> [UInt8]?)?)
+        -> (summary: AccountSummary, text: [UInt8]?)? {
         let id = hid.lowercasedIfNeeded
-        var summary: AccountSummary
+        var memo: MemoizedAccount
         if let known = summaries[id] {
-            summary = known
+            memo = known
         } else {
             guard let built = accountSummary(homeAccountId: id, now: 0) else { return nil }
-            summaries[id] = built
-            summary = built
+            memo = MemoizedAccount(summary: built)
         }
+        var summary = memo.summary
         summary.signInRequired = state.signInRequired.contains(id)
         if !state.hidden.isEmpty || !summary.hiddenFrom.isEmpty {
             summary.hiddenFrom = state.hidden.filter { $0.value.contains(id) }.map(\.key).sorted()
         }
-        return summary
+        guard let encode else {
+            if summaries[id] == nil { summaries[id] = memo }
+            return (summary, nil)
+        }
+        if memo.text == nil || memo.textStateVersion != stateVersion {
+            memo.text = encode(summary)
+            memo.textStateVersion = stateVersion
+            summaries[id] = memo
+        } else if summaries[id] == nil {
+            summaries[id] = memo
+        }
+        return (summary, memo.text)
     }
 
     // MARK: Writing

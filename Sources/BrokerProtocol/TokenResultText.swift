@@ -31,6 +31,39 @@ public struct TokenResultText: Sendable {
         self.tail = tail + Self.envelopeEnd
     }
 
+    /// The text of a token result whose account is already written (`accountJSON(_:)`): what a cache hit makes, the
+    /// account's text kept with the account (it changes when the account does, not per token).
+    public init(accessToken: String, tokenType: String, expiresOn: Int64, extendedExpiresOn: Int64, refreshOn: Int64?,
+                grantedScopes: [String], idToken: String?, accountJSON: [UInt8], authority: String, source: String) {
+        // The members after the correlation id are those of any result with these fields.
+        let rest = TokenResult(accessToken: "", tokenType: tokenType, expiresOn: expiresOn, extendedExpiresOn: extendedExpiresOn,
+                               refreshOn: refreshOn, grantedScopes: grantedScopes, idToken: idToken,
+                               account: Self.noAccount, authority: "", correlationId: nil, source: source)
+        var head = Self.resultKey
+        head.reserveCapacity(accessToken.utf8.count + accountJSON.count + 256)
+        head.append(UInt8(ascii: "{"))
+        TokenResultWriter.membersBeforeCorrelationId(accessToken: accessToken, accountJSON: accountJSON, authority: authority,
+                                                     into: &head)
+        var tail: [UInt8] = []
+        tail.reserveCapacity((idToken?.utf8.count ?? 0) + 256)
+        TokenResultWriter.membersAfterCorrelationId(rest, into: &tail)
+        tail.append(UInt8(ascii: "}"))
+        self.head = head
+        self.tail = tail + Self.envelopeEnd
+    }
+
+    /// An account as a token result's `account` member writes it.
+    public static func accountJSON(_ account: Account) throws -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(1024)
+        try TokenResultWriter.account(account, into: &out)
+        return out
+    }
+
+    private static let noAccount = Account(homeAccountId: "", username: "", environment: "", realm: "", localAccountId: nil,
+                                           name: nil, authorityType: nil, tenantProfiles: [], apps: [], hiddenFrom: [],
+                                           signInRequired: false)
+
     public func json(correlationId: String?) -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(head.count + tail.count + (correlationId?.utf8.count ?? 0) + 20)

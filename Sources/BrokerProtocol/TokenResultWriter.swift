@@ -7,11 +7,20 @@ enum TokenResultWriter {
     /// The members before `correlationId` in key order (accessToken, account, authority), each preceded by a comma
     /// except the first; then those after it (expiresOn … tokenType).
     static func membersBeforeCorrelationId(_ result: TokenResult, into out: inout [UInt8]) throws {
+        var accountText: [UInt8] = []
+        try account(result.account, into: &accountText)
+        membersBeforeCorrelationId(accessToken: result.accessToken, accountJSON: accountText, authority: result.authority,
+                                   into: &out)
+    }
+
+    /// The same, with the account already written (`account(_:into:)`).
+    static func membersBeforeCorrelationId(accessToken: String, accountJSON: [UInt8], authority: String,
+                                           into out: inout [UInt8]) {
         var first = true
-        string("accessToken", result.accessToken, &first, &out)
+        string("accessToken", accessToken, &first, &out)
         key("account", &first, &out)
-        try account(result.account, into: &out)
-        string("authority", result.authority, &first, &out)
+        out.append(contentsOf: accountJSON)
+        string("authority", authority, &first, &out)
     }
 
     static func membersAfterCorrelationId(_ result: TokenResult, into out: inout [UInt8]) {

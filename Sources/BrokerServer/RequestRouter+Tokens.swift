@@ -92,10 +92,10 @@ extension RequestRouter {
         let started = Threads.nowNanoseconds()
         guard let p = AcquireTokenSilentlyParams(plain: request.params)
                 ?? (try? params(AcquireTokenSilentlyParams.self, request)), let silent = try? Self.silentRequest(p),
-              let hit = broker.cachedSilentToken(silent),
+              let hit = broker.cachedSilentToken(silent, accountText: { try? TokenResultText.accountJSON(Self.wire($0)) }),
               memory.access.allows(caller, clientId: p.clientId, account: (hit.outcome.homeAccountId, hit.account.username),
                                    scopes: silent.scopes, in: apps),
-              let text = try? TokenResultText(Self.result(hit.outcome, account: hit.account, correlationId: nil))
+              let text = Self.resultText(hit)
         else { return nil }
         let subject = HitAudit.Subject(clientId: p.clientId, homeAccountId: hit.outcome.homeAccountId,
                                        username: hit.account.username, scopes: silent.scopes)
@@ -171,6 +171,16 @@ extension RequestRouter {
 
     static func encode(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) throws -> [UInt8] {
         try ProtocolCoding.encode(result(outcome, account: account, correlationId: correlationId))
+    }
+
+    /// A hit's answer text, with the account's text the cache kept (written here only when it has none).
+    static func resultText(_ hit: CachedHit) -> TokenResultText? {
+        let outcome = hit.outcome
+        guard let accountJSON = hit.accountText ?? (try? TokenResultText.accountJSON(wire(hit.account))) else { return nil }
+        return TokenResultText(accessToken: outcome.accessToken, tokenType: outcome.tokenType, expiresOn: outcome.expiresOn,
+                               extendedExpiresOn: outcome.extendedExpiresOn, refreshOn: outcome.refreshOn,
+                               grantedScopes: outcome.grantedScopes, idToken: outcome.idToken, accountJSON: accountJSON,
+                               authority: outcome.authority, source: outcome.source)
     }
 
     static func result(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) -> TokenResult {

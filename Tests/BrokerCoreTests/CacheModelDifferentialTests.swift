@@ -140,9 +140,13 @@ final class CacheModelDifferentialTests: XCTestCase {
     }
 
     private func checkSummaries(_ cache: inout TokenCache, seed: UInt64, step: Int) {
+        // A front end's text of the account: anything that changes with the summary.
+        let text: (AccountSummary) -> [UInt8]? = { Array(String(describing: $0).utf8) }
         for hid in accounts {
-            XCTAssertEqual(cache.memoizedAccountSummary(homeAccountId: hid), cache.accountSummary(homeAccountId: hid, now: now),
-                           "seed \(seed) step \(step): \(hid)")
+            let built = cache.accountSummary(homeAccountId: hid, now: now)
+            XCTAssertEqual(cache.memoizedAccountSummary(homeAccountId: hid), built, "seed \(seed) step \(step): \(hid)")
+            let memoized = cache.memoizedAccount(homeAccountId: hid, text: text)
+            XCTAssertEqual(memoized?.text, built.flatMap(text), "seed \(seed) step \(step): \(hid)")
         }
     }
 
@@ -160,8 +164,12 @@ final class CacheModelDifferentialTests: XCTestCase {
         XCTAssertEqual(summary?.hiddenFrom, ["client-b"])
         XCTAssertEqual(summary?.signInRequired, true)
         XCTAssertEqual(summary, cache.accountSummary(homeAccountId: "uid1.utid1", now: now))
+        let text: (AccountSummary) -> [UInt8]? = { Array("\($0.signInRequired) \($0.hiddenFrom)".utf8) }
+        XCTAssertEqual(cache.memoizedAccount(homeAccountId: "uid1.utid1", text: text)?.text, Array("true [\"client-b\"]".utf8))
         cache.state.signInRequired = []
         XCTAssertEqual(cache.memoizedAccountSummary(homeAccountId: "uid1.utid1")?.signInRequired, false)
+        XCTAssertEqual(cache.memoizedAccount(homeAccountId: "uid1.utid1", text: text)?.text, Array("false [\"client-b\"]".utf8),
+                       "the text is written again when the state changed")
         XCTAssertNil(cache.memoizedAccountSummary(homeAccountId: "uid9.utid1"))
     }
 

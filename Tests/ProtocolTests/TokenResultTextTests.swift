@@ -95,8 +95,18 @@ final class TokenResultTextTests: XCTestCase {
                                      extendedExpiresOn: -Int64(next()), refreshOn: maybe(Int64(next())),
                                      grantedScopes: (0..<Int(next() % 3)).map { _ in text() }, idToken: maybe(text()),
                                      account: account, authority: text(), correlationId: nil, source: "cache")
-            XCTAssertEqual(String(decoding: try TokenResultText(result).json(correlationId: nil), as: UTF8.self),
-                           String(decoding: try ProtocolCoding.encode(result), as: UTF8.self))
+            let expected = String(decoding: try ProtocolCoding.encode(result), as: UTF8.self)
+            XCTAssertEqual(String(decoding: try TokenResultText(result).json(correlationId: nil), as: UTF8.self), expected)
+            // With the account written on its own first, as a cache hit makes the text.
+            let pieces = TokenResultText(accessToken: result.accessToken, tokenType: result.tokenType, expiresOn: result.expiresOn,
+                                         extendedExpiresOn: result.extendedExpiresOn, refreshOn: result.refreshOn,
+                                         grantedScopes: result.grantedScopes, idToken: result.idToken,
+                                         accountJSON: try TokenResultText.accountJSON(result.account),
+                                         authority: result.authority, source: result.source)
+            XCTAssertEqual(String(decoding: pieces.json(correlationId: nil), as: UTF8.self), expected)
+            var withId = result
+            withId.correlationId = "c-\(next())"
+            XCTAssertEqual(pieces.json(correlationId: withId.correlationId), try ProtocolCoding.encode(withId))
         }
     }
 }

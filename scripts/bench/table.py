@@ -148,6 +148,8 @@ sections += [
     ]),
     (f"6. Scale: {big}", [
         ("document size (msal-python's JSON, indent 4)", "doc_mib", "MiB", None, None, None, None),
+        ("database on disk after brokerd stopped (cache.db, checkpointed, plus any -wal)", "db_mib", "MiB",
+         "the document", "doc_mib", "le", 1.5),
         (f"import: {g('import_how', 'brokerctl import FILE')}", "import_s", "s", None, None, "max", 15),
         ("brokerd RSS idle (fresh daemon, empty state)", "rss_idle_mib", "MiB", None, None, "max", 15),
         ("brokerd RSS loaded (after restart and the load runs)", "rss_big_mib", "MiB", None, None, "max",

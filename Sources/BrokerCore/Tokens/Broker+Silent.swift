@@ -20,6 +20,8 @@ public struct TokenOutcome: Sendable {
 public struct CachedHit: Sendable {
     public var outcome: TokenOutcome
     public var account: AccountSummary
+    /// The account as the front end's `accountText` wrote it, made once per change of the account, not per hit.
+    public var accountText: [UInt8]?
     /// For a front end that keeps the answer it made from this hit: when the same request gets the same answer.
     public var freshness: HitFreshness
 }
@@ -65,10 +67,14 @@ extension Broker {
     /// lookup; the first hit on an Entra host starts its alias lookup, as the full path would. Costs the account's own
     /// tokens, whatever the cache size. While the cache loads (`open`), the account is read on its own first, and
     /// only an account named by its home account id is answered.
-    public nonisolated func cachedSilentToken(_ request: SilentTokenRequest) -> CachedHit? {
+    ///
+    /// `accountText`: how the front end writes an account into its answer; the hit carries the account so written,
+    /// kept with the account's memoized summary (TokenCache.memoizedAccount).
+    public nonisolated func cachedSilentToken(_ request: SilentTokenRequest,
+                                              accountText: (@Sendable (AccountSummary) -> [UInt8]?)? = nil) -> CachedHit? {
         guard !request.forceRefresh, request.claims == nil else { return nil }
         let now = Self.now()
-        switch cell.withLock({ cachedHit(request, now: now, in: &$0) }) {
+        switch cell.withLock({ cachedHit(request, now: now, accountText: accountText, in: &$0) }) {
         case .hit(let hit): return hit
         case .none: return nil
         case .unread(let account):
@@ -81,7 +87,7 @@ extension Broker {
                     contents.partial = partial
                     contents.cacheChanged()
                 }
-                guard case .hit(let hit) = cachedHit(request, now: now, in: &contents) else { return nil }
+                guard case .hit(let hit) = cachedHit(request, now: now, accountText: accountText, in: &contents) else { return nil }
                 return hit
             }
         }
@@ -94,7 +100,8 @@ extension Broker {
         case unread(String)
     }
 
-    private nonisolated func cachedHit(_ request: SilentTokenRequest, now: Int64, in contents: inout CacheCell.Contents) -> CachedLookup {
+    private nonisolated func cachedHit(_ request: SilentTokenRequest, now: Int64, accountText: ((AccountSummary) -> [UInt8]?)?,
+                                       in contents: inout CacheCell.Contents) -> CachedLookup {
         var request = request
         if let partial = contents.partial {
             // Only a home account id names an account in a partial cache: a username could belong to one not read yet.
@@ -115,7 +122,7 @@ extension Broker {
                   tenant: plan.authority.tenant, scopes: plan.scopes, now: now),
               let expiresOn = token.expiresOn,
               token.refreshOn.map({ $0 > now }) ?? true,
-              let account = contents.cache.memoizedAccountSummary(homeAccountId: plan.hid) else { return .none }
+              let (account, text) = contents.cache.memoizedAccount(homeAccountId: plan.hid, text: accountText) else { return .none }
         if plan.authority.kind == .entra, let identity = contents.identity,
            Self.startsAliasLookup(of: plan.authority, now: Self.elapsed(), in: &contents) {
             Task { await self.learned(await identity.aliasGroups(plan.authority), host: plan.authority.host) }
@@ -128,7 +135,7 @@ extension Broker {
                                      use: use)
         return .hit(CachedHit(outcome: Self.outcome(token, hid: plan.hid, clientId: request.clientId, authority: plan.authority,
                                                     source: "cache", cache: contents.cache),
-                              account: account, freshness: freshness))
+                              account: account, accountText: text, freshness: freshness))
     }
 
     /// Whether a hit's answer is still the answer, and if so, the hit is noted as a use (at most once a second, the
