@@ -40,7 +40,8 @@ struct AccessTokenIndex: Sendable {
         var client: UInt32
     }
 
-    private(set) var strings = StringTable()
+    /// Shared with the id-token index (`IdTokenIndex`), which names its fields by the same numbers.
+    var strings = StringTable()
     private var buckets: [Bucket: [IndexedAccessToken]] = [:]
 
     mutating func reserve(accounts: Int) { buckets.reserveCapacity(accounts) }
@@ -100,6 +101,45 @@ struct AccessTokenIndex: Sendable {
             best = token
         }
         return best
+    }
+}
+
+/// Id tokens bucketed as access tokens are: every token answer carries the newest id token of its account, client
+/// and environment, and finding it among the account's entries was a twentieth of a hit.
+struct IdTokenIndex: Sendable {
+    struct Entry: Sendable {
+        var key: String
+        var environment: UInt32
+        var secret: String?
+    }
+
+    private var buckets: [AccessTokenIndex.Bucket: [Entry]] = [:]
+
+    mutating func insert(_ key: String, _ entity: CacheEntity, strings: inout StringTable) {
+        guard let hid = entity.homeAccountId else { return }
+        let bucket = AccessTokenIndex.Bucket(account: strings.intern(hid), client: strings.intern(entity.clientId ?? ""))
+        buckets[bucket, default: []].append(Entry(key: key, environment: strings.intern(entity.environment ?? ""),
+                                                  secret: entity.secret))
+    }
+
+    mutating func remove(_ key: String, _ entity: CacheEntity, strings: StringTable) {
+        guard let hid = entity.homeAccountId, let account = strings.number(of: hid),
+              let client = strings.number(of: entity.clientId ?? "") else { return }
+        let bucket = AccessTokenIndex.Bucket(account: account, client: client)
+        buckets[bucket]?.removeAll { $0.key == key }
+        if buckets[bucket]?.isEmpty == true { buckets[bucket] = nil }
+    }
+
+    /// The id token of the account for the client in the environment's alias group stored last (an account signed in
+    /// to several tenants has one per tenant).
+    func idToken(homeAccountId: String, clientId: String, environment: String, strings: StringTable,
+                 aliases: EnvironmentAliases) -> Entry? {
+        guard let account = strings.number(of: homeAccountId), let client = strings.number(of: clientId),
+              let entries = buckets[AccessTokenIndex.Bucket(account: account, client: client)] else { return nil }
+        let wanted = strings.number(of: environment)
+        if let same = entries.last(where: { $0.environment == wanted }) { return same }
+        let canonical = aliases.canonical(environment)
+        return entries.last { aliases.canonical(strings[$0.environment]) == canonical }
     }
 }
 

@@ -19,8 +19,8 @@ extension TokenCache {
     /// Tenants that stand for the account's home tenant: a token of any realm answers them.
     static let tenantAliases: Set<String> = ["common", "organizations", "consumers"]
 
-    /// The newest id_token of the account for this client in this environment (what a token answer carries).
+    /// The id_token of the account for this client in this environment stored last (what a token answer carries).
     public func latestIdToken(homeAccountId: String, environment: String, clientId: String) -> String? {
-        find(.idToken, CacheQuery(homeAccountId: homeAccountId, environment: environment, clientId: clientId)).first?.entity.secret
+        indexedIdToken(homeAccountId: homeAccountId, clientId: clientId, environment: environment)
     }
 }

@@ -59,6 +59,8 @@ public struct TokenCache: Sendable {
     private(set) var idTokenClaims: [String: JSONObject] = [:]
     /// Access tokens typed and bucketed by account and client: what a silent lookup reads (SilentLookup.swift).
     private(set) var accessTokens = AccessTokenIndex()
+    /// Id tokens bucketed the same way: the one a token answer carries (`latestIdToken`).
+    private var idTokens = IdTokenIndex()
     /// Account summaries as last built, by lowercased home account id; an account's entry goes when one of its
     /// entries changes. A token answer carries its account's summary: built per hit, it was a sixth of a hit.
     private var summaries: [String: MemoizedAccount] = [:]
@@ -106,6 +108,12 @@ public struct TokenCache: Sendable {
 
     public func all(_ kind: CredentialKind) -> [(key: String, entity: CacheEntity)] {
         (document.entries[kind] ?? [:]).map { ($0.key, $0.value) }
+    }
+
+    /// An id token of the account for this client in this environment (alias group), from the id-token index.
+    func indexedIdToken(homeAccountId: String, clientId: String, environment: String) -> String? {
+        idTokens.idToken(homeAccountId: homeAccountId, clientId: clientId, environment: environment,
+                         strings: accessTokens.strings, aliases: aliases)?.secret
     }
 
     /// Whether an Account entry has this home account id (compared ignoring case), from the index alone.
@@ -273,6 +281,7 @@ public struct TokenCache: Sendable {
             idTokenClaims[key] = claims
         }
         if kind == .accessToken { accessTokens.insert(key, entity) }
+        if kind == .idToken { idTokens.insert(key, entity, strings: &accessTokens.strings) }
         guard let hid = entity.homeAccountId?.lowercasedIfNeeded else { return }
         if !summaries.isEmpty { summaries[hid] = nil }
         index[kind, default: [:]][hid, default: []].insert(key)
@@ -281,6 +290,7 @@ public struct TokenCache: Sendable {
     private mutating func removeFromIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
         if kind == .idToken { idTokenClaims[key] = nil }
         if kind == .accessToken { accessTokens.remove(key, entity) }
+        if kind == .idToken { idTokens.remove(key, entity, strings: accessTokens.strings) }
         guard let hid = entity.homeAccountId?.lowercasedIfNeeded else { return }
         summaries[hid] = nil
         index[kind]?[hid]?.remove(key)

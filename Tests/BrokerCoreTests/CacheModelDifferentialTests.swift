@@ -64,7 +64,8 @@ final class CacheModelDifferentialTests: XCTestCase {
         case 0: return (.account, accountEntry(hid: randomCase(hid, &rng), env: env, realm: realm, username: "user-\(hid.prefix(4))"))
         case 1: return (.refreshToken, refreshToken(hid: hid, env: env, client: client, secret: "fake-rt",
                                                    familyId: rng.next() % 2 == 0 ? "1" : nil))
-        default: return (.idToken, idToken(hid: hid, env: env, client: client, realm: realm, secret: "not.a.jwt"))
+        default: return (.idToken, idToken(hid: randomCase(hid, &rng), env: env, client: client, realm: realm,
+                                           secret: "not.a.jwt.\(rng.next() % 1000)"))
         }
     }
 
@@ -132,6 +133,13 @@ final class CacheModelDifferentialTests: XCTestCase {
         let scanned = scannedAccessToken(cache, hid: hid, clientId: client, environment: environment, tenant: tenant,
                                          scopes: wanted, now: at)
         let context = "seed \(seed) step \(step): \(hid) \(client) \(environment) \(tenant) \(wanted) at \(at)"
+        let idTokens = cache.find(.idToken, CacheQuery(homeAccountId: hid, environment: environment, clientId: client))
+        let idToken = cache.latestIdToken(homeAccountId: hid, environment: environment, clientId: client)
+        if let idToken {
+            XCTAssertTrue(idTokens.contains { $0.entity.secret == idToken }, "id token not among the scan's: \(context)")
+        } else {
+            XCTAssertTrue(idTokens.allSatisfy { $0.entity.secret == nil }, "no id token, the scan found some: \(context)")
+        }
         if let typed {
             XCTAssertTrue(scanned.contains(typed), "typed answer not among the scan's: \(context)")
         } else {
