@@ -22,7 +22,7 @@
 # README), and exits 1 when a figure could not be measured — not when a target is missed (that is a FAIL row).
 #
 #   bash scripts/bench.sh            # full run, several minutes
-#   bash scripts/bench.sh --quick    # under a minute: 1,000 accounts / 10,000 tokens, fewer iterations
+#   bash scripts/bench.sh --quick    # about two minutes: 1,000 accounts / 10,000 tokens, fewer iterations
 #   bash scripts/bench.sh --bin-dir DIR   # measure the brokerd/brokerctl in DIR (e.g. another commit's build)
 #
 # The release binaries are .build-release's (built with the Makefile's command when missing, ~9 min clean; an

@@ -19,7 +19,7 @@ fi
 bash scripts/package.sh
 export BROKERD_PACKAGES_DIR="$PWD/.build-release/packages"
 
-# A smoke run of the whole-system benchmark on those release binaries (under a minute): it fails when a figure
+# A smoke run of the whole-system benchmark on those release binaries (about two minutes): it fails when a figure
 # cannot be measured, not when a target is missed — CI machines are shared, so figures are read, not asserted.
 bash scripts/bench.sh --quick
 

@@ -158,6 +158,9 @@ extension Array where Element == UInt32 {
 extension String {
     /// `lowercased()`, without a copy when there is nothing to lower (ids are usually lowercase already).
     package var lowercasedIfNeeded: String {
-        utf8.contains { ($0 >= 0x41 && $0 <= 0x5A) || $0 >= 0x80 } ? lowercased() : self
+        func needsLowering(_ byte: UInt8) -> Bool { byte &- 0x41 < 26 || byte >= 0x80 }
+        let needs = utf8.withContiguousStorageIfAvailable { $0.contains(where: needsLowering) }
+            ?? utf8.contains(where: needsLowering)
+        return needs ? lowercased() : self
     }
 }
