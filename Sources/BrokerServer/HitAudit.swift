@@ -23,9 +23,10 @@ struct HitAudit {
     }
 
     static let window: Int64 = 10
-    /// Distinct requests counted in one window at most; past that, the window ends early. An app that asks for many
-    /// different tokens (a mail client's hundreds of accounts) still makes a row per request and window, not per hit.
-    static let capacity = 1_024
+    /// Distinct requests counted in one window at most; past that, the window ends early (and the audit's queue
+    /// merges what connections hand over alike). Each tally holds its request's strings: 256 keeps a connection that
+    /// asks for thousands of different tokens at a few hundred kilobytes.
+    static let capacity = 256
 
     private var tallies: [Tally] = []
     /// Where each subject's tally is: a hit that no memo answered finds its tally without comparing every subject.

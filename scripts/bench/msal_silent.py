@@ -43,7 +43,10 @@ class FakeHttpClient:
     """Answers from memory what msal-python fetches before it can look in its cache; refuses everything else."""
 
     def __init__(self, tenants):
+        """`tenants`: one tenant (a string, as Tests/interop/msal_reads_export.py passes it) or several."""
         self.calls = 0
+        if isinstance(tenants, str):
+            tenants = [tenants]
         self.oidc = {}  # the OpenID configuration of each tenant, by its URL
         for tenant in tenants:
             base = f"https://{HOST}/{tenant}"
