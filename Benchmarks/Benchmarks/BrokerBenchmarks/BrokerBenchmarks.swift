@@ -14,6 +14,8 @@ let benchmarks: @Sendable () -> Void = {
 
     cacheLookupBenchmarks()
     silentHitBenchmarks()
+    variedCacheLookupBenchmarks()
+    variedSilentHitBenchmarks()
     protocolBenchmarks()
     persistenceBenchmarks()
 }
@@ -206,11 +208,12 @@ func silentHitBenchmarks() {
 
 // MARK: 3. JSON-RPC: decoding an acquireTokenSilently request, encoding a TokenResult answer
 
-func requestLine(for a: Fixture.Account) -> [UInt8] {
+/// The request line of an acquireTokenSilently for the account's token `token` (its scope), in its home tenant.
+func requestLine(for a: Fixture.Account, token t: Int = 3) -> [UInt8] {
     let params = JSONObject([
         "clientId": .string(Fixture.clientId),
         "authority": .string("https://login.microsoftonline.com/\(a.tenant)"),
-        "scopes": .array([.string(Fixture.scope(3))]),
+        "scopes": .array([.string(Fixture.scope(t))]),
         "account": .object(JSONObject(["homeAccountId": .string(a.homeAccountId)])),
         "correlationId": .string(Fixture.guid(7, salt: 0xC0)),
     ])
