@@ -87,20 +87,22 @@ struct AccessTokenIndex: Sendable {
         if !anyRealm && realm == nil { return nil }
         let environmentNumber = strings.number(of: environment)
         var canonicalEnvironment: String?  // computed only when a token's environment differs from the request's
-        var best: IndexedAccessToken?
-        for token in tokens {
-            guard let expiresOn = token.expiresOn, expiresOn > now + expiryBufferSeconds,
-                  (best?.expiresOn ?? Int64.min) < expiresOn,
-                  anyRealm || token.realm == realm,
-                  wanted.allSatisfy({ token.scopes.containsSorted($0) }) else { continue }
-            if token.environment != environmentNumber {
+        // By index, not by value: a copy of each candidate would retain and release its strings.
+        var best: Int?, bestExpiresOn = Int64.min
+        for index in tokens.indices {
+            guard let expiresOn = tokens[index].expiresOn, expiresOn > now + expiryBufferSeconds,
+                  bestExpiresOn < expiresOn,
+                  anyRealm || tokens[index].realm == realm,
+                  wanted.allSatisfy({ tokens[index].scopes.containsSorted($0) }) else { continue }
+            if tokens[index].environment != environmentNumber {
                 let canonical = canonicalEnvironment ?? aliases.canonical(environment)
                 canonicalEnvironment = canonical
-                guard aliases.canonical(strings[token.environment]) == canonical else { continue }
+                guard aliases.canonical(strings[tokens[index].environment]) == canonical else { continue }
             }
-            best = token
+            best = index
+            bestExpiresOn = expiresOn
         }
-        return best
+        return best.map { tokens[$0] }
     }
 }
 

@@ -85,7 +85,7 @@ extension TokenCache {
     /// The home account id a selector names. Usernames compare case-insensitively (ADAL stored UPNs as typed).
     public func resolve(_ selector: AccountSelector) throws(LookupError) -> String {
         func byId(_ id: String) -> String? {
-            hasAccount(id) ? id.lowercased() : nil
+            hasAccount(id) ? id.lowercasedIfNeeded : nil
         }
         func byUsername(_ name: String) throws(LookupError) -> String? {
             let matches = Set(all(.account).compactMap { entry -> String? in

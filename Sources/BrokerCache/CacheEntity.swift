@@ -76,7 +76,8 @@ public struct CacheEntity: Sendable, Equatable {
     /// Scopes of an access or refresh token, in stored order.
     public var target: [String] {
         switch fields["target"] {
-        case .string(let s)?: return s.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        // Split by bytes: a Character split is a grapheme walk, and every hit reads its token's target.
+        case .string(let s)?: return s.utf8.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 }).compactMap(String.init)
         case .array(let items)?: return items.compactMap(\.stringValue)
         default: return []
         }

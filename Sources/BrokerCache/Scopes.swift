@@ -6,11 +6,22 @@ public enum Scopes {
     /// The caller's scopes without duplicates or reserved scopes, order kept. `/.default` scopes are kept as
     /// written (append, never trim: `https://management.core.windows.net//.default`).
     public static func requested(_ scopes: [String]) -> [String] {
-        var seen = Set<String>(), result: [String] = []
-        for scope in scopes.map({ $0.trimmingSpaces }) where !scope.isEmpty {
-            let lower = scope.lowercased()
-            if reserved.contains(lower) || seen.contains(lower) { continue }
-            seen.insert(lower)
+        // Every silent request comes through here, most naming one or two scopes: those are compared in a list, with
+        // no set built and nothing copied that is already trimmed and lowercase.
+        var seenList: [String] = [], seenSet: Set<String>?, result: [String] = []
+        result.reserveCapacity(scopes.count)
+        if scopes.count > 16 { seenSet = [] } else { seenList.reserveCapacity(scopes.count) }
+        for scope in scopes {
+            let scope = scope.trimmingSpaces
+            guard !scope.isEmpty else { continue }
+            let lower = scope.lowercasedIfNeeded
+            if reserved.contains(lower) { continue }
+            if seenSet != nil {
+                guard seenSet!.insert(lower).inserted else { continue }
+            } else {
+                guard !seenList.contains(lower) else { continue }
+                seenList.append(lower)
+            }
             result.append(scope)
         }
         return result
@@ -45,6 +56,9 @@ public enum Scopes {
 
 extension String {
     package var trimmingSpaces: String {
+        // Nothing to trim when both ends are printable ASCII: no copy.
+        func isPrintableASCII(_ byte: UInt8?) -> Bool { byte.map { $0 > 0x20 && $0 < 0x7F } ?? false }
+        if isPrintableASCII(utf8.first), isPrintableASCII(utf8.last) { return self }
         var slice = Substring(self)
         while let first = slice.first, first.isWhitespace { slice.removeFirst() }
         while let last = slice.last, last.isWhitespace { slice.removeLast() }

@@ -8,7 +8,25 @@ public struct TokenUse: Sendable, Equatable {
     public var scopes: [String]
     public var lastUsed: Int64
 
-    package var key: String { ([clientId, homeAccountId, authority].map { $0.lowercased() } + scopes.map { $0.lowercased() }.sorted()).joined(separator: " ") }
+    /// The fields lowercased, the scopes sorted, joined by spaces. Every cache hit notes its use by this key, so it is
+    /// written into one string, copying nothing that is already lowercase.
+    package var key: String {
+        var key = ""
+        key.reserveCapacity(clientId.utf8.count + homeAccountId.utf8.count + authority.utf8.count
+                            + scopes.reduce(0) { $0 + $1.utf8.count + 1 } + 2)
+        key += clientId.lowercasedIfNeeded
+        key += " "
+        key += homeAccountId.lowercasedIfNeeded
+        key += " "
+        key += authority.lowercasedIfNeeded
+        var lowered = scopes.map(\.lowercasedIfNeeded)
+        if lowered.count > 1 { lowered.sort() }
+        for scope in lowered {
+            key += " "
+            key += scope
+        }
+        return key
+    }
 
     package init(clientId: String, homeAccountId: String, authority: String, scopes: [String], lastUsed: Int64) {
         self.clientId = clientId

@@ -71,7 +71,9 @@ extension ClientConnection {
     private func handleLine(_ line: [UInt8]) {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
         // A request asked before, whose answer still holds, is answered before it is even parsed.
-        if !state.isDraining, let answer = router.rememberedAnswer(line, from: peer, memory: &memory) {
+        // Scanned once: the memo looks its answer up by it, and a hit made below is remembered by it.
+        let shape = RequestLineShape(line)
+        if !state.isDraining, let answer = router.rememberedAnswer(line, shape: shape, from: peer, memory: &memory) {
             send(answer)
             countRememberedAnswer()
             auditHit(answer)
@@ -85,7 +87,8 @@ extension ClientConnection {
         case .single(.success(let request)):
             // A cache hit is answered here, on the connection's thread; anything else goes to a task.
             if state.begin() {
-                let answer = router.cachedAnswer(request, line: line, from: peer, caller: caller, memory: &memory)
+                let answer = router.cachedAnswer(request, line: line, shape: shape, from: peer, caller: caller,
+                                                 memory: &memory)
                 if let answer {
                     send(answer)
                     awaitsNextHit = true

@@ -24,9 +24,11 @@ struct HitAudit {
 
     static let window: Int64 = 10
     /// Distinct requests counted in one window at most; past that, the window ends early (and the audit's queue
-    /// merges what connections hand over alike). Each tally holds its request's strings: 256 keeps a connection that
-    /// asks for thousands of different tokens at a few hundred kilobytes.
-    static let capacity = 256
+    /// merges what connections hand over alike). A window that ends early hands a row to the audit per hit, which
+    /// costs more than the hit itself (a tenth of it went to the audit at 256), so the bound is set where a memory
+    /// cap is needed, not lower: a tally holds its request's strings, most of them shared with the cache, about
+    /// 200 bytes, so a connection that asks for thousands of different tokens a window holds under a megabyte.
+    static let capacity = 4096
 
     private var tallies: [Tally] = []
     /// Where each subject's tally is: a hit that no memo answered finds its tally without comparing every subject.

@@ -64,9 +64,10 @@ extension RequestRouter {
 
     /// The answer to a repeated silent request, from `memo`, before the line is parsed: nil when the line is not
     /// one the memo holds (or its answer no longer holds).
-    func rememberedAnswer(_ line: [UInt8], from peer: PeerIdentity, memory: inout ConnectionMemory) -> RememberedAnswer? {
+    func rememberedAnswer(_ line: [UInt8], shape: RequestLineShape?, from peer: PeerIdentity,
+                          memory: inout ConnectionMemory) -> RememberedAnswer? {
         let started = Threads.nowNanoseconds()
-        guard let shape = RequestLineShape(line), let answer = memory.answers.answer(to: shape, line: line, broker: broker)
+        guard let shape, let answer = memory.answers.answer(to: shape, line: line, broker: broker)
         else { return nil }
         logHit(from: peer, since: started, into: &memory.log)
         return answer
@@ -86,8 +87,8 @@ extension RequestRouter {
     /// sends the request the usual way (`answer`), which also reports every error, so this path never has to.
     /// Only an app the policy allows now, without asking, is answered here (AccessMemo); the rest goes the full way,
     /// where it is asked about or refused.
-    func cachedAnswer(_ request: RPCRequest, line: [UInt8], from peer: PeerIdentity, caller: CallerIdentity,
-                      memory: inout ConnectionMemory) -> [UInt8]? {
+    func cachedAnswer(_ request: RPCRequest, line: [UInt8], shape: RequestLineShape?, from peer: PeerIdentity,
+                      caller: CallerIdentity, memory: inout ConnectionMemory) -> [UInt8]? {
         guard request.method == BrokerMethod.acquireTokenSilently.rawValue, let id = request.id else { return nil }
         let started = Threads.nowNanoseconds()
         guard let p = AcquireTokenSilentlyParams(plain: request.params)
@@ -100,7 +101,7 @@ extension RequestRouter {
         let subject = HitAudit.Subject(clientId: p.clientId, homeAccountId: hit.outcome.homeAccountId,
                                        username: hit.account.username, scopes: silent.scopes)
         var number = 0
-        if let shape = RequestLineShape(line), shape.id == id, shape.correlationId == .some(p.correlationId) {
+        if let shape, shape.id == id, shape.correlationId == .some(p.correlationId) {
             number = memory.nextSubjectNumber
             memory.nextSubjectNumber += 1
             memory.answers.remember(.init(text: text, freshness: hit.freshness, subject: subject, number: number),

@@ -11,6 +11,23 @@ final class ScopesTests: XCTestCase {
                        ["User.Read", "Mail.Read", "Mail.Send", "https://management.core.windows.net//.default"])
     }
 
+    /// Past 16 scopes the duplicates are found with a set instead of a list: both give the same answer, and a
+    /// scope with Unicode spaces around it is trimmed as one with ASCII spaces is.
+    func testRequestedGivesTheSameAnswerForManyScopes() {
+        let few = ["User.Read", "\u{00A0}Mail.Read\u{2003}", "user.read", "\tFiles.Read ", "OpenID", "mail.READ"]
+        XCTAssertEqual(Scopes.requested(few), ["User.Read", "Mail.Read", "Files.Read"])
+        let many = few + (0..<20).map { "Scope.\($0 % 7)" } + ["FILES.read", "scope.3"]
+        XCTAssertEqual(Scopes.requested(many), ["User.Read", "Mail.Read", "Files.Read"] + (0..<7).map { "Scope.\($0)" })
+    }
+
+    /// A use's key is the name of its row in the database: a new way of writing it must write what was written.
+    func testTokenUseKeyKeepsItsFormat() {
+        let use = TokenUse(clientId: "Client-A", homeAccountId: "UID.utid", authority: "https://Login.example/T",
+                           scopes: ["b.Read", "A.read", "c"], lastUsed: 1)
+        XCTAssertEqual(use.key, "client-a uid.utid https://login.example/t a.read b.read c")
+        XCTAssertEqual(TokenUse(clientId: "c", homeAccountId: "h", authority: "a", scopes: [], lastUsed: 1).key, "c h a")
+    }
+
     func testRequestedKeepsDefaultScopesAsWritten() {
         XCTAssertEqual(Scopes.requested(["https://management.core.windows.net//.default"]),
                        ["https://management.core.windows.net//.default"])
