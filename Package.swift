@@ -125,6 +125,8 @@ let package = Package(
         .testTarget(name: "ProtocolTests", dependencies: ["BrokerProtocol", "BrokerJSON"]),
         .testTarget(name: "OAuthTests", dependencies: ["OAuth", "BrokerCache", "BrokerCore", "BrokerJSON"]),
         .testTarget(name: "BrokerIntegrationTests", dependencies: ["BrokerClient", "BrokerProtocol", "BrokerJSON"]),
+        // broker1's pure translations (the answers it writes), without a bus.
+        .testTarget(name: "BrokerDBusTests", dependencies: ["BrokerDBus", "BrokerCore", "BrokerJSON"]),
         .testTarget(name: "BrokerStoreTests", dependencies: [
             "BrokerStore",
             .product(name: "Crypto", package: "swift-crypto"),

@@ -23,4 +23,13 @@ extension TokenCache {
     public func latestIdToken(homeAccountId: String, environment: String, clientId: String) -> String? {
         indexedIdToken(homeAccountId: homeAccountId, clientId: clientId, environment: environment)
     }
+
+    /// That id token with its `preferred_username` claim, from the claims decoded when the token was stored: a front
+    /// end that must check the claim (broker1's answer needs it) does not decode the token on every answer.
+    public func latestIdTokenAndUsername(homeAccountId: String, environment: String, clientId: String)
+        -> (idToken: String, preferredUsername: String?)? {
+        guard let entry = indexedIdTokenEntry(homeAccountId: homeAccountId, clientId: clientId, environment: environment),
+              let secret = entry.secret else { return nil }
+        return (secret, idTokenClaims[entry.key]?["preferred_username"]?.stringValue)
+    }
 }

@@ -112,8 +112,12 @@ public struct TokenCache: Sendable {
 
     /// An id token of the account for this client in this environment (alias group), from the id-token index.
     func indexedIdToken(homeAccountId: String, clientId: String, environment: String) -> String? {
+        indexedIdTokenEntry(homeAccountId: homeAccountId, clientId: clientId, environment: environment)?.secret
+    }
+
+    func indexedIdTokenEntry(homeAccountId: String, clientId: String, environment: String) -> IdTokenIndex.Entry? {
         idTokens.idToken(homeAccountId: homeAccountId, clientId: clientId, environment: environment,
-                         strings: accessTokens.strings, aliases: aliases)?.secret
+                         strings: accessTokens.strings, aliases: aliases)
     }
 
     /// Whether an Account entry has this home account id (compared ignoring case), from the index alone.

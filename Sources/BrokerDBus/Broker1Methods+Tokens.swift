@@ -90,7 +90,7 @@ extension Broker1Methods {
         logger.debug("D-Bus request answered from the cache", metadata: [
             "method": "\(method)", "client_pid": "\(caller.pid)", "client_exe": "\(caller.executable ?? "?")", "app": "\(caller.app)",
         ])
-        return JSONWriter().string(Self.tokenResponse(hit.outcome, correlationId: correlationId))
+        return Self.tokenResponseText(hit.outcome, correlationId: correlationId, preferredUsername: hit.idTokenUsername)
     }
 
     /// An answer that ends a call early.
@@ -149,6 +149,32 @@ extension Broker1Methods {
             "correlationId": .string(correlationId),
         ])
         return .object(JSONObject(["brokerTokenResponse": .object(response)]))
+    }
+
+    /// `tokenResponse` as text, written without building its JSON: the same bytes as `JSONWriter().string` of it
+    /// (BrokerDBusTests). `preferredUsername` is the id token's claim as the cache read it when the token was stored
+    /// (`CachedHit.idTokenUsername`), so a cache hit does not decode the id token; without it, `tokenResponse` decides.
+    static func tokenResponseText(_ outcome: TokenOutcome, correlationId: String, preferredUsername: String?) -> String {
+        guard let preferredUsername, !preferredUsername.isEmpty, let idToken = outcome.idToken,
+              let ids = HomeAccountId(outcome.homeAccountId) else {
+            return JSONWriter().string(tokenResponse(outcome, correlationId: correlationId))
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(outcome.accessToken.utf8.count + idToken.utf8.count + correlationId.utf8.count + 256)
+        out.append(contentsOf: #"{"brokerTokenResponse":{"accessToken":"#.utf8)
+        JSONWriter.writeString(outcome.accessToken, into: &out)
+        out.append(contentsOf: #","accessTokenType":0,"idToken":"#.utf8)
+        JSONWriter.writeString(idToken, into: &out)
+        out.append(contentsOf: #","clientInfo":"#.utf8)
+        JSONWriter.writeString(ids.clientInfo, into: &out)
+        out.append(contentsOf: #","expiresOn":"#.utf8)
+        out.append(contentsOf: String(milliseconds(outcome.expiresOn)).utf8)
+        out.append(contentsOf: #","extendedExpiresOn":"#.utf8)
+        out.append(contentsOf: String(milliseconds(outcome.extendedExpiresOn)).utf8)
+        out.append(contentsOf: #","correlationId":"#.utf8)
+        JSONWriter.writeString(correlationId, into: &out)
+        out.append(contentsOf: "}}".utf8)
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Saturating: a cached time can be any number.

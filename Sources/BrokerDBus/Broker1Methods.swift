@@ -136,10 +136,10 @@ struct HomeAccountId {
     var utid: String
 
     init?(_ text: String) {
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        let parts = text.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { return nil }
-        uid = String(parts[0])
-        utid = String(parts[1])
+        uid = String(Substring(parts[0]))
+        utid = String(Substring(parts[1]))
     }
 
     /// base64url (no padding) of `{"uid":…,"utid":…}`: the client builds msal's home_account_id from it.

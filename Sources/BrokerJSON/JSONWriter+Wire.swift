@@ -67,6 +67,22 @@ extension JSONWriter {
         out.append(UInt8(ascii: "\""))
     }
 
+    /// Whether any byte is a control character, `"` or `\`: eight bytes at a time (a token is a few kilobytes).
+    static func containsByteToEscape(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        var index = 0
+        let raw = UnsafeRawBufferPointer(bytes)
+        while index + 8 <= bytes.count {
+            if needsEscape(raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)) { return true }
+            index += 8
+        }
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return true }
+            index += 1
+        }
+        return false
+    }
+
     /// Whether any of eight bytes is a control character, `"` or `\` (the classic "has a byte less than n" and
     /// "has a zero byte" word tests; exact as to whether there is one, which is all that is asked).
     private static func needsEscape(_ word: UInt64) -> Bool {

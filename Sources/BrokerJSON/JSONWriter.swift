@@ -70,9 +70,7 @@ public struct JSONWriter {
     public static func writeString(_ string: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         // Most strings (tokens, ids, URLs) need no escape: copied whole, not byte by byte.
-        if string.utf8.withContiguousStorageIfAvailable({ bytes in
-            !bytes.contains { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") || $0 < 0x20 }
-        }) == true {
+        if string.utf8.withContiguousStorageIfAvailable({ !containsByteToEscape($0) }) == true {
             out.append(contentsOf: string.utf8)
             out.append(UInt8(ascii: "\""))
             return

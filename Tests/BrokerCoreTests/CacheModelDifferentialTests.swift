@@ -1,5 +1,6 @@
 import BrokerCache
 import BrokerJSON
+import Foundation
 import XCTest
 
 /// The typed access-token index and the memoized account summaries against the lookups they replaced, on random
@@ -64,9 +65,22 @@ final class CacheModelDifferentialTests: XCTestCase {
         case 0: return (.account, accountEntry(hid: randomCase(hid, &rng), env: env, realm: realm, username: "user-\(hid.prefix(4))"))
         case 1: return (.refreshToken, refreshToken(hid: hid, env: env, client: client, secret: "fake-rt",
                                                    familyId: rng.next() % 2 == 0 ? "1" : nil))
-        default: return (.idToken, idToken(hid: randomCase(hid, &rng), env: env, client: client, realm: realm,
-                                           secret: "not.a.jwt.\(rng.next() % 1000)"))
+        default:
+            // Some with claims (with and without preferred_username), some that do not decode.
+            let secret = switch rng.next() % 3 {
+            case 0: "not.a.jwt.\(rng.next() % 1000)"
+            case 1: Self.jwt(#"{"preferred_username":"user-\#(rng.next() % 1000)@example.com","tid":"t"}"#)
+            default: Self.jwt(#"{"name":"no username \#(rng.next() % 1000)"}"#)
+            }
+            return (.idToken, idToken(hid: randomCase(hid, &rng), env: env, client: client, realm: realm, secret: secret))
         }
+    }
+
+    private static func jwt(_ payload: String) -> String {
+        let encoded = Data(payload.utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+        return "eyJhbGciOiJub25lIn0.\(encoded).sig"
     }
 
     /// The lookup as it was before the typed index: every access token of the account, its JSON fields compared.
@@ -140,6 +154,11 @@ final class CacheModelDifferentialTests: XCTestCase {
         } else {
             XCTAssertTrue(idTokens.allSatisfy { $0.entity.secret == nil }, "no id token, the scan found some: \(context)")
         }
+        // The claim kept from when the token was stored is the one a decode of it now gives.
+        let withUsername = cache.latestIdTokenAndUsername(homeAccountId: hid, environment: environment, clientId: client)
+        XCTAssertEqual(withUsername?.idToken, idToken, context)
+        XCTAssertEqual(withUsername?.preferredUsername,
+                       idToken.flatMap { try? JWTPayload.claims(of: $0) }?["preferred_username"]?.stringValue, context)
         if let typed {
             XCTAssertTrue(scanned.contains(typed), "typed answer not among the scan's: \(context)")
         } else {

@@ -237,4 +237,25 @@ final class JSONReaderTests: XCTestCase {
             XCTAssertEqual(try JSONReader.parse(JSONWriter(indent: indent).bytes(value)), value)
         }
     }
+
+    /// The writer finds a byte to escape eight bytes at a time: one at any place, in a string of any length, is found
+    /// (the text reads back as the string), and a string with none is copied as it is.
+    func testWriterEscapesAByteAtAnyPlace() throws {
+        var generator = SystemRandomNumberGenerator()
+        let special: [UInt8] = [0x00, 0x01, 0x08, 0x09, 0x0A, 0x0C, 0x0D, 0x1F, UInt8(ascii: "\""), UInt8(ascii: "\\")]
+        for length in 0..<40 {
+            var bytes = (0..<length).map { _ in UInt8.random(in: 0x20...0x7E, using: &generator) }
+                .map { $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") ? UInt8(ascii: "x") : $0 }
+            let plain = String(decoding: bytes, as: UTF8.self)
+            var out: [UInt8] = []
+            JSONWriter.writeString(plain, into: &out)
+            XCTAssertEqual(out, [0x22] + bytes + [0x22], "length \(length)")
+            for place in 0..<length {
+                bytes[place] = special.randomElement(using: &generator)!
+                let text = String(decoding: bytes, as: UTF8.self)
+                XCTAssertEqual(try JSONReader.parse(JSONWriter().bytes(.string(text))), .string(text), "length \(length) at \(place)")
+                bytes[place] = UInt8(ascii: "y")
+            }
+        }
+    }
 }

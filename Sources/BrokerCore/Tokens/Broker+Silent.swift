@@ -24,6 +24,8 @@ public struct CachedHit: Sendable {
     public var accountText: [UInt8]?
     /// For a front end that keeps the answer it made from this hit: when the same request gets the same answer.
     public var freshness: HitFreshness
+    /// The `preferred_username` claim of `outcome.idToken`, decoded when the id token was stored.
+    public var idTokenUsername: String?
 }
 
 /// How long a cache hit's answer stays the answer (`Broker.isStillFresh`): opaque to front ends.
@@ -133,9 +135,13 @@ extension Broker {
         let freshness = HitFreshness(generation: contents.generation,
                                      until: min(expiresOn - expiryBufferSeconds, token.refreshOn ?? .max),
                                      use: use)
+        let idToken = contents.cache.latestIdTokenAndUsername(homeAccountId: plan.hid, environment: plan.authority.environment,
+                                                              clientId: request.clientId)
         return .hit(CachedHit(outcome: Self.outcome(token, hid: plan.hid, clientId: request.clientId, authority: plan.authority,
-                                                    source: "cache", cache: contents.cache),
-                              account: account, accountText: text, freshness: freshness))
+                                                    source: "cache", idToken: idToken?.idToken,
+                                                    cache: contents.cache),
+                              account: account, accountText: text, freshness: freshness,
+                              idTokenUsername: idToken?.preferredUsername))
     }
 
     /// Whether a hit's answer is still the answer, and if so, the hit is noted as a use (at most once a second, the
