@@ -70,27 +70,49 @@ extension Broker1Methods {
     }
 
     /// A silent request for a named account that the cache answers and the app policy allows as it stands, answered
-    /// where the call arrived (the bus thread) without a task or an actor: the answer `silentToken` gives for it.
+    /// where the call arrived (the bus thread) without a task or an actor: the answer `silentToken` gives for it, and
+    /// what the front end keeps of it for the caller's next identical request (`answerAgain`).
     /// nil for anything else (another method, a malformed request, the default account, claims, a refresh due, a
     /// question for the user, a refusal), which then takes `answer`.
-    public func cachedAnswer(method: String, correlationId: String, request: String, caller: CallerIdentity) -> String? {
+    public func cachedAnswer(method: String, correlationId: String, request: String,
+                             caller: CallerIdentity) -> (answer: String, remembered: RememberedBusAnswer?)? {
         guard method == "acquireTokenSilently",
               case .success(let params) = Broker1Requests.validated(method: method, correlationId: correlationId, request: request),
               let auth = params["authParameters"]?.objectValue, let clientId = auth["clientId"]?.stringValue, !clientId.isEmpty,
               let hid = auth["account"]?.objectValue?["homeAccountId"]?.stringValue, !hid.isEmpty,
               (auth["decodedClaims"]?.stringValue ?? "").isEmpty else { return nil }
         let requested = auth["requestedScopes"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        let request = SilentTokenRequest(
+        let silent = SilentTokenRequest(
             clientId: clientId, authority: auth["authority"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 },
             scopes: requested, account: .homeAccountId(hid))
-        guard let hit = broker.cachedSilentToken(request) else { return nil }
+        let generation = apps.generation
+        guard let hit = broker.cachedSilentToken(silent) else { return nil }
         let scopes = Scopes.requested(requested), account = (homeAccountId: Optional(hid), username: Optional(hit.account.username))
         guard case .allow = apps.decide(caller, clientId: clientId, account: account, scopes: scopes) else { return nil }
         record(hit.outcome, caller: caller, clientId: clientId, scopes: scopes, account: account)
         logger.debug("D-Bus request answered from the cache", metadata: [
             "method": "\(method)", "client_pid": "\(caller.pid)", "client_exe": "\(caller.executable ?? "?")", "app": "\(caller.app)",
         ])
-        return Self.tokenResponseText(hit.outcome, correlationId: correlationId, preferredUsername: hit.idTokenUsername)
+        guard let head = Self.tokenResponseHead(hit.outcome, preferredUsername: hit.idTokenUsername) else {
+            return (JSONWriter().string(Self.tokenResponse(hit.outcome, correlationId: correlationId)), nil)
+        }
+        let remembered = RememberedBusAnswer(
+            method: method, request: request, head: head, freshness: hit.freshness, accessGeneration: generation,
+            outcome: hit.outcome, clientId: clientId, scopes: scopes, username: hit.account.username)
+        return (remembered.answer(correlationId: correlationId), remembered)
+    }
+
+    /// The answer kept from a cache hit, given again to the same caller for the same request while it holds: nothing
+    /// changed the cache, the settings or the app policy since (`Broker.isStillFresh`, `AppAccess.generation`), and
+    /// its token is not yet due for a refresh. Put on the record as every token handed out is. nil: ask `cachedAnswer`.
+    public func answerAgain(_ remembered: inout RememberedBusAnswer, method: String, correlationId: String, request: String,
+                            caller: CallerIdentity) -> String? {
+        guard remembered.method == method, remembered.request == request,
+              correlationId.utf8.count <= Broker1Requests.maximumCorrelationIdBytes,
+              apps.generation == remembered.accessGeneration, broker.isStillFresh(&remembered.freshness) else { return nil }
+        record(remembered.outcome, caller: caller, clientId: remembered.clientId, scopes: remembered.scopes,
+               account: (remembered.outcome.homeAccountId, remembered.username))
+        return remembered.answer(correlationId: correlationId)
     }
 
     /// An answer that ends a call early.
@@ -155,12 +177,20 @@ extension Broker1Methods {
     /// (BrokerDBusTests). `preferredUsername` is the id token's claim as the cache read it when the token was stored
     /// (`CachedHit.idTokenUsername`), so a cache hit does not decode the id token; without it, `tokenResponse` decides.
     static func tokenResponseText(_ outcome: TokenOutcome, correlationId: String, preferredUsername: String?) -> String {
-        guard let preferredUsername, !preferredUsername.isEmpty, let idToken = outcome.idToken,
-              let ids = HomeAccountId(outcome.homeAccountId) else {
+        guard var text = tokenResponseHead(outcome, preferredUsername: preferredUsername) else {
             return JSONWriter().string(tokenResponse(outcome, correlationId: correlationId))
         }
+        finishTokenResponse(&text, correlationId: correlationId)
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// The response up to the correlation id's value (which comes last: each call brings its own); nil when
+    /// `tokenResponse` must decide (no claim known, an account MSAL cannot use).
+    static func tokenResponseHead(_ outcome: TokenOutcome, preferredUsername: String?) -> [UInt8]? {
+        guard let preferredUsername, !preferredUsername.isEmpty, let idToken = outcome.idToken,
+              let ids = HomeAccountId(outcome.homeAccountId) else { return nil }
         var out: [UInt8] = []
-        out.reserveCapacity(outcome.accessToken.utf8.count + idToken.utf8.count + correlationId.utf8.count + 256)
+        out.reserveCapacity(outcome.accessToken.utf8.count + idToken.utf8.count + 256)
         out.append(contentsOf: #"{"brokerTokenResponse":{"accessToken":"#.utf8)
         JSONWriter.writeString(outcome.accessToken, into: &out)
         out.append(contentsOf: #","accessTokenType":0,"idToken":"#.utf8)
@@ -172,9 +202,12 @@ extension Broker1Methods {
         out.append(contentsOf: #","extendedExpiresOn":"#.utf8)
         out.append(contentsOf: String(milliseconds(outcome.extendedExpiresOn)).utf8)
         out.append(contentsOf: #","correlationId":"#.utf8)
-        JSONWriter.writeString(correlationId, into: &out)
-        out.append(contentsOf: "}}".utf8)
-        return String(decoding: out, as: UTF8.self)
+        return out
+    }
+
+    static func finishTokenResponse(_ head: inout [UInt8], correlationId: String) {
+        JSONWriter.writeString(correlationId, into: &head)
+        head.append(contentsOf: "}}".utf8)
     }
 
     /// Saturating: a cached time can be any number.
@@ -212,5 +245,28 @@ extension Broker1Methods {
             "context": .string(context),
         ])
         return .object(JSONObject(["brokerTokenResponse": .object(JSONObject(["error": .object(error)]))]))
+    }
+}
+
+/// A cache hit's answer as broker1 gave it, kept by the front end with the caller (its unique name) for the same
+/// request asked again: pymsalruntime asks the same request for every token an app needs, each call with a new
+/// correlation id. The request is compared whole; the answer is written again around the new correlation id.
+public struct RememberedBusAnswer: Sendable {
+    let method: String
+    let request: String
+    /// The answer up to the correlation id's value.
+    let head: [UInt8]
+    var freshness: HitFreshness
+    let accessGeneration: UInt64
+    /// For the record.
+    let outcome: TokenOutcome
+    let clientId: String
+    let scopes: [String]
+    let username: String?
+
+    func answer(correlationId: String) -> String {
+        var text = head
+        Broker1Methods.finishTokenResponse(&text, correlationId: correlationId)
+        return String(decoding: text, as: UTF8.self)
     }
 }

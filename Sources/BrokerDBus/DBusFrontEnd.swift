@@ -41,9 +41,15 @@ public final class DBusFrontEnd: @unchecked Sendable {
     private let stopping = Atomic<Bool>(false)
     private var thread = pthread_t()
     private let ownUID = geteuid()
-    /// Who each unique name is, worked out at its first call (CallerIdentity). Unique names are never reused on a bus,
-    /// so an entry never describes another caller; only the bus thread touches this.
-    private var callers: [String: CallerIdentity] = [:]
+    /// Who each unique name is, worked out at its first call (CallerIdentity), and the cache hit it was answered last
+    /// (`Broker1Methods.answerAgain`). Unique names are never reused on a bus, so an entry never describes another
+    /// caller; only the bus thread touches this.
+    private var callers: [String: KnownSender] = [:]
+
+    private struct KnownSender {
+        var identity: CallerIdentity
+        var remembered: RememberedBusAnswer?
+    }
     static let rememberedCallers = 4_096
 
     private init(bus: OpaquePointer, wake: Int32, methods: Broker1Methods, logger: Logger) {
@@ -144,14 +150,17 @@ public final class DBusFrontEnd: @unchecked Sendable {
         var version: UnsafePointer<CChar>?, correlation: UnsafePointer<CChar>?, request: UnsafePointer<CChar>?
         let r = brokerd_bus_read_sss(message, &version, &correlation, &request)
         guard r >= 0 else { return r }  // sd-bus answers the caller with the error
-        guard let caller = knownCaller(of: message) ?? newCaller(of: message, method: method) else {
+        let sender = sd_bus_message_get_sender(message).map { String(cString: $0) }
+        guard let caller = sender.flatMap({ callers[$0]?.identity }) ?? newCaller(of: message, method: method) else {
             return brokerd_bus_reply_error(message, "org.freedesktop.DBus.Error.AccessDenied",
                                            "brokerd serves uid \(ownUID) only")
         }
         let correlationId = correlation.map { String(cString: $0) } ?? ""
         let requestJSON = request.map { String(cString: $0) } ?? ""
-        // A cache hit is answered here: a task and the hop back to this thread cost more than the hit itself.
-        if let answer = methods.cachedAnswer(method: method, correlationId: correlationId, request: requestJSON, caller: caller) {
+        // A cache hit is answered here: a task and the hop back to this thread cost more than the hit itself. The
+        // same request again is answered from what this caller was given last, while that holds.
+        if let answer = answerFromCache(sender: sender, method: method, correlationId: correlationId, request: requestJSON,
+                                        caller: caller) {
             let sent = brokerd_bus_reply_s(message, answer)
             if sent < 0 { logger.notice("D-Bus answer not sent", metadata: ["error": "\(Self.errorText(sent))"]) }
             return 1
@@ -169,12 +178,24 @@ public final class DBusFrontEnd: @unchecked Sendable {
         return 1
     }
 
-    /// The identity of a sender already identified. The bus sets the sender of every message and never gives a unique
-    /// name twice, so a name identified once is that connection for as long as it lasts: its credentials are not
-    /// asked again (GetConnectionCredentials was a bus round trip on every call, half a cache hit's time).
-    private func knownCaller(of message: OpaquePointer) -> CallerIdentity? {
-        guard let sender = sd_bus_message_get_sender(message) else { return nil }
-        return callers[String(cString: sender)]
+    /// A cache hit's answer, given again when the sender asks what it asked last, or made now (and kept for its next
+    /// call); nil when the request takes a task. A sender's identity is kept from its first call: the bus sets the
+    /// sender of every message and never gives a unique name twice, so its credentials are not asked again
+    /// (GetConnectionCredentials was a bus round trip on every call, half a cache hit's time).
+    private func answerFromCache(sender: String?, method: String, correlationId: String, request: String,
+                                 caller: CallerIdentity) -> String? {
+        if let sender, var remembered = callers[sender]?.remembered {
+            callers[sender]?.remembered = nil  // kept again only if it still holds
+            if let answer = methods.answerAgain(&remembered, method: method, correlationId: correlationId, request: request,
+                                                caller: caller) {
+                callers[sender]?.remembered = remembered
+                return answer
+            }
+        }
+        guard let (answer, remembered) = methods.cachedAnswer(method: method, correlationId: correlationId, request: request,
+                                                              caller: caller) else { return nil }
+        if let sender { callers[sender]?.remembered = remembered }
+        return answer
     }
 
     /// A sender's first call: its credentials from the bus, then its identity (`identity(of:)`). nil when it runs as
@@ -200,7 +221,7 @@ public final class DBusFrontEnd: @unchecked Sendable {
     /// `/proc` read through it, then checked: the pidfd still names the pid and the name is still on the bus. A caller
     /// that left meanwhile (its pid free for reuse) is unidentified, never taken for whoever has the pid now.
     private func identity(of name: String, uid: uid_t, pid: pid_t, label: String) -> CallerIdentity {
-        if let known = callers[name] { return known }
+        if let known = callers[name] { return known.identity }
         var identity: CallerIdentity
         let busPidfd = brokerd_bus_sender_pidfd(bus, name)
         let pinned = busPidfd >= 0 ? ProcessProbe.adopt(pidfd: busPidfd, source: .busProcessFD) : ProcessProbe.pin(pid: pid)
@@ -222,7 +243,7 @@ public final class DBusFrontEnd: @unchecked Sendable {
             }
         }
         if callers.count >= Self.rememberedCallers { callers.removeAll() }
-        callers[name] = identity
+        callers[name] = KnownSender(identity: identity)
         logger.debug("D-Bus caller identified", metadata: [
             "sender": "\(name)", "client_pid": "\(pid)", "app": "\(identity.app)", "notes": "\(identity.notes.joined(separator: "; "))",
         ])

@@ -34,6 +34,12 @@ final class TokenResponseTextTests: XCTestCase {
             let direct = Broker1Methods.tokenResponseText(given, correlationId: correlationId, preferredUsername: username)
             let encoded = JSONWriter().string(Broker1Methods.tokenResponse(given, correlationId: correlationId))
             XCTAssertEqual(direct, encoded, "round \(round)")
+            // What the front end keeps of it answers a later call with that call's correlation id.
+            var again = try XCTUnwrap(Broker1Methods.tokenResponseHead(given, preferredUsername: username), "round \(round)")
+            let later = odd.randomElement()! + UUID().uuidString
+            Broker1Methods.finishTokenResponse(&again, correlationId: later)
+            XCTAssertEqual(String(decoding: again, as: UTF8.self),
+                           JSONWriter().string(Broker1Methods.tokenResponse(given, correlationId: later)), "round \(round)")
             XCTAssertNotNil(try? JSONReader.parse(direct), "round \(round): not JSON")
         }
     }

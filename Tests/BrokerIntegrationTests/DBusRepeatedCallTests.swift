@@ -1,0 +1,108 @@
+import Foundation
+import XCTest
+
+/// A broker1 client that keeps one bus connection and asks the same thing again, as Edge and linux-entra-sso do
+/// (Tests/dbus/one_connection.py, sd-bus through ctypes). brokerd answers a repeated request from what it gave that
+/// caller last (DBusFrontEnd's remembered answer) only while that still holds: after a refresh it gives the new token,
+/// after the app is denied it refuses, and every call is on the record.
+final class DBusRepeatedCallTests: XCTestCase {
+    private var bus: PrivateSessionBus!
+    private var entra: TestEntra!
+    private var daemon: Daemon!
+    private var directory = ""
+    static let alice = "a1ce0000-0000-4000-8000-000000000001"
+
+    override func setUpWithError() throws {
+        bus = try PrivateSessionBus()
+        entra = try TestEntra()
+        directory = entra.directory.path
+    }
+
+    override func tearDown() {
+        daemon = nil
+        bus = nil
+        entra = nil
+    }
+
+    private var silentRequest: String {
+        """
+        {"authParameters":{"account":{"homeAccountId":"\(Self.alice).\(TestEntra.contoso)","environment":"login.windows.net",\
+        "realm":"\(TestEntra.contoso)","username":"alice@contoso.example"},"authority":"https://login.microsoftonline.com/common",\
+        "authorizationType":1,"clientId":"\(TestEntra.famA)","decodedClaims":"",\
+        "redirectUri":"https://login.microsoftonline.com/common/oauth2/nativeclient","requestedScopes":["\(TestEntra.graph)"],\
+        "username":"alice@contoso.example"}}
+        """
+    }
+
+    private func waitForFile(_ path: String) throws {
+        try waitFor("\(path) to appear") { FileManager.default.fileExists(atPath: path) }
+    }
+
+    func testTheSameRequestAgainGetsTheAnswerThatHoldsNow() throws {
+        daemon = try Daemon(config: entra.brokerConfig)
+        daemon.environment = ["BROWSER": TestIdP.fakeBrowser, "IDP_BROWSER_LOG": directory + "/browser.log",
+                              "DBUS_SESSION_BUS_ADDRESS": bus.address]
+        try daemon.start()
+        try bus.waitForBroker()
+        let login = try entra.signIn(daemon, user: "alice@contoso.example", client: TestEntra.famA)
+        XCTAssertEqual(login.status, 0, login.stderr)
+        let request = directory + "/silent.json"
+        try silentRequest.write(toFile: request, atomically: true, encoding: .utf8)
+        let call = "call:acquireTokenSilently:\(request)"
+
+        // Two calls, then (after a refresh elsewhere) a third, then (after the app is denied) a fourth: one connection.
+        let client = Process()
+        client.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        client.arguments = [TestIdP.root + "/Tests/dbus/one_connection.py", call, call, "mark:\(directory)/two",
+                            "wait:\(directory)/refreshed", call, "mark:\(directory)/three", "wait:\(directory)/denied", call]
+        client.environment = bus.environment
+        let output = Pipe(), errors = Pipe()
+        client.standardOutput = output
+        client.standardError = errors
+        try client.run()
+        defer { if client.isRunning { client.terminate() } }
+
+        try waitForFile(directory + "/two")
+        let refresh = try daemon.ctl(["token", "--client-id", TestEntra.famA, "--authority", "https://login.microsoftonline.com/common",
+                                      "--scope", TestEntra.graph, "--force-refresh"])
+        XCTAssertEqual(refresh.status, 0, refresh.stderr)
+        let refreshed = try runCommand("/usr/bin/sha256sum", [], stdin: refresh.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        FileManager.default.createFile(atPath: directory + "/refreshed", contents: nil)
+
+        try waitForFile(directory + "/three")
+        let python = try XCTUnwrap(realpath("/usr/bin/python3", nil).map { pointer in
+            defer { free(pointer) }
+            return String(cString: pointer)
+        })
+        let deny = try daemon.ctl(["apps", "deny", "exe:\(python)", "--client-id", TestEntra.famA])
+        XCTAssertEqual(deny.status, 0, deny.stderr)
+        FileManager.default.createFile(atPath: directory + "/denied", contents: nil)
+
+        client.waitUntilExit()
+        let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
+        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertEqual(client.terminationStatus, 0, stderr)
+        let answers = lines.compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["brokerTokenResponse"] as? [String: Any]
+        }
+        XCTAssertEqual(answers.count, 4, "\(lines) \(stderr)")
+        guard answers.count == 4 else { return }
+        let tokens = answers.map { $0["accessToken"] as? String }
+        XCTAssertNotNil(tokens[0], "\(answers[0])")
+        XCTAssertEqual(tokens[1], tokens[0], "the same request, nothing changed: the same token")
+        XCTAssertEqual(tokens[2], String(refreshed.stdout.prefix(64)), "after the refresh: the new token, not the one given before")
+        XCTAssertNotEqual(tokens[2], tokens[0])
+        let refusal = answers[3]["error"] as? [String: Any]
+        XCTAssertEqual(refusal?["status"] as? Int, 9, "denied since: refused (IncorrectConfiguration), \(answers[3])")
+        XCTAssertNil(answers[3]["accessToken"])
+        XCTAssertEqual(Set(answers.map { $0["correlationId"] as? String ?? "" }).count, 4, "each answer has its call's correlation id")
+
+        // Every call on the record: the three tokens handed out and the refusal.
+        try waitFor("the four calls in the audit") {
+            let log = try daemon.ctl(["log", "--json", "--app", "exe:\(python)"])
+            let rows = (try? JSONSerialization.jsonObject(with: Data(log.stdout.utf8)) as? [String: Any])?["entries"] as? [[String: Any]] ?? []
+            let handedOut = rows.filter { $0["outcome"] as? String == "cache" }.reduce(0) { $0 + ($1["count"] as? Int ?? 0) }
+            return handedOut == 3 && rows.contains { $0["outcome"] as? String == "refused" }
+        }
+    }
+}
