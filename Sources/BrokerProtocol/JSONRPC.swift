@@ -159,7 +159,16 @@ public enum RPCEnvelope {
     // MARK: Answers (compact, no raw newline)
 
     public static func success(id: String, resultJSON: [UInt8]) -> [UInt8] {
-        Array("{\"jsonrpc\":\"2.0\",\"id\":".utf8) + Array(id.utf8) + Array(",\"result\":".utf8) + resultJSON + [UInt8(ascii: "}")]
+        // One buffer: a token answer is kilobytes, and each `+` copied it again.
+        let head = #"{"jsonrpc":"2.0","id":"#, middle = #","result":"#
+        var line: [UInt8] = []
+        line.reserveCapacity(head.utf8.count + id.utf8.count + middle.utf8.count + resultJSON.count + 1)
+        line.append(contentsOf: head.utf8)
+        line.append(contentsOf: id.utf8)
+        line.append(contentsOf: middle.utf8)
+        line.append(contentsOf: resultJSON)
+        line.append(UInt8(ascii: "}"))
+        return line
     }
 
     public static func failure(id: String, error: RPCError) -> [UInt8] {

@@ -6,13 +6,15 @@ extension AcquireTokenSilentlyParams {
     /// another type, a number or raw value where a string is wanted. The caller then decodes with `ProtocolCoding`,
     /// which accepts or refuses it and says why; what this accepts, that decodes to the same value (ProtocolTests).
     public init?(plain params: JSONValue?) {
-        guard case .object(let object)? = params else { return nil }
+        guard case .object(let object)? = params, object.members.count <= 32 else { return nil }
         var clientId: String?, authority: String?, scopes: [String]?, resource: String?, account: AccountReference?
         var forceRefresh: Bool?, claims: String?, correlationId: String?
-        var seen = Set<String>()
+        // A member given twice: the params have a few members (past 32 the decoder reads them), found in a list.
+        var seen: [String] = []
         seen.reserveCapacity(object.members.count)
         for member in object.members {
-            guard seen.insert(member.key).inserted else { return nil }
+            guard !seen.contains(member.key) else { return nil }
+            seen.append(member.key)
             let value = member.value
             switch member.key {
             case "clientId": guard case .string(let text) = value else { return nil }; clientId = text
@@ -64,9 +66,11 @@ extension AccountReference {
         case .string(let text):
             self.init(text)
         case .object(let object):
-            var homeAccountId: String?, username: String?, seen = Set<String>()
+            guard object.members.count <= 32 else { return nil }
+            var homeAccountId: String?, username: String?, seen: [String] = []
             for member in object.members {
-                guard seen.insert(member.key).inserted else { return nil }
+                guard !seen.contains(member.key) else { return nil }
+                seen.append(member.key)
                 switch (member.key, member.value) {
                 case ("homeAccountId", .string(let text)): homeAccountId = text
                 case ("username", .string(let text)): username = text
