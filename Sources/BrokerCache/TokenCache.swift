@@ -49,10 +49,11 @@ public struct TokenCache: Sendable {
     /// Rows changed since the persistence layer last took them (CacheRows.swift).
     var changedRows: Set<CacheRow> = []
 
-    /// Entry keys by kind and lowercased home account id. Only the home account is indexed: every lookup that
-    /// matters names one, an account has tens of entries, and `matches` checks the other fields on those. Indexes
-    /// by environment, client, realm and scope were 40 % of loading a 100,000-token cache (sets of nearly every
-    /// key, grown one insert at a time) and narrowed nothing: each of their buckets held most of the cache.
+    /// Entry keys by kind and lowercased home account id, for `find`: every lookup that matters names an account,
+    /// an account has tens of entries, and `matches` checks the other fields on those. Sets of keys by environment,
+    /// client, realm and scope were 40 % of loading a 100,000-token cache (sets of nearly every key, grown one
+    /// insert at a time) and narrowed nothing. The hit path does not come here: `accessTokens` and `idTokens` hold
+    /// those tokens typed, in buckets of one account and one client.
     private var index: [CredentialKind: [String: Set<String>]] = [:]
     /// The claims of each id_token (by key), decoded when the entry is stored: every token answer carries its
     /// account's claims, and decoding a JWT per answer would be most of a cache hit's work.
