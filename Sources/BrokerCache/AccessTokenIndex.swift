@@ -113,15 +113,17 @@ struct IdTokenIndex: Sendable {
         var key: String
         var environment: UInt32
         var secret: String?
+        /// The `preferred_username` of its claims (TokenCache.idTokenClaims), which broker1's answer needs.
+        var preferredUsername: String?
     }
 
     private var buckets: [AccessTokenIndex.Bucket: [Entry]] = [:]
 
-    mutating func insert(_ key: String, _ entity: CacheEntity, strings: inout StringTable) {
+    mutating func insert(_ key: String, _ entity: CacheEntity, preferredUsername: String?, strings: inout StringTable) {
         guard let hid = entity.homeAccountId else { return }
         let bucket = AccessTokenIndex.Bucket(account: strings.intern(hid), client: strings.intern(entity.clientId ?? ""))
         buckets[bucket, default: []].append(Entry(key: key, environment: strings.intern(entity.environment ?? ""),
-                                                  secret: entity.secret))
+                                                  secret: entity.secret, preferredUsername: preferredUsername))
     }
 
     mutating func remove(_ key: String, _ entity: CacheEntity, strings: StringTable) {

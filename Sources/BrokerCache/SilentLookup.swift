@@ -24,12 +24,12 @@ extension TokenCache {
         indexedIdToken(homeAccountId: homeAccountId, clientId: clientId, environment: environment)
     }
 
-    /// That id token with its `preferred_username` claim, from the claims decoded when the token was stored: a front
-    /// end that must check the claim (broker1's answer needs it) does not decode the token on every answer.
+    /// That id token with its `preferred_username` claim, from the claims decoded when the token was stored (kept in
+    /// the id-token index): a front end that must check the claim (broker1's answer needs it) decodes nothing per answer.
     public func latestIdTokenAndUsername(homeAccountId: String, environment: String, clientId: String)
         -> (idToken: String, preferredUsername: String?)? {
         guard let entry = indexedIdTokenEntry(homeAccountId: homeAccountId, clientId: clientId, environment: environment),
               let secret = entry.secret else { return nil }
-        return (secret, idTokenClaims[entry.key]?["preferred_username"]?.stringValue)
+        return (secret, entry.preferredUsername)
     }
 }

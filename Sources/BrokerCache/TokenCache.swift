@@ -282,11 +282,13 @@ public struct TokenCache: Sendable {
     // MARK: Index maintenance
 
     private mutating func addToIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
-        if kind == .idToken, let token = entity.secret, let claims = try? JWTPayload.claims(of: token) {
-            idTokenClaims[key] = claims
+        if kind == .idToken {
+            let claims = entity.secret.flatMap { try? JWTPayload.claims(of: $0) }
+            if let claims { idTokenClaims[key] = claims }
+            idTokens.insert(key, entity, preferredUsername: claims?["preferred_username"]?.stringValue,
+                            strings: &accessTokens.strings)
         }
         if kind == .accessToken { accessTokens.insert(key, entity) }
-        if kind == .idToken { idTokens.insert(key, entity, strings: &accessTokens.strings) }
         guard let hid = entity.homeAccountId?.lowercasedIfNeeded else { return }
         if !summaries.isEmpty { summaries[hid] = nil }
         index[kind, default: [:]][hid, default: []].insert(key)

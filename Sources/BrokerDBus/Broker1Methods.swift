@@ -144,6 +144,14 @@ struct HomeAccountId {
 
     /// base64url (no padding) of `{"uid":…,"utid":…}`: the client builds msal's home_account_id from it.
     var clientInfo: String {
-        Base64URL.encode(JSONWriter().bytes(.object(JSONObject(["uid": .string(uid), "utid": .string(utid)]))))
+        // Written directly (every token answer carries it): the bytes JSONWriter gives for {"uid":…,"utid":…}.
+        var json: [UInt8] = []
+        json.reserveCapacity(uid.utf8.count + utid.utf8.count + 20)
+        json.append(contentsOf: #"{"uid":"#.utf8)
+        JSONWriter.writeString(uid, into: &json)
+        json.append(contentsOf: #","utid":"#.utf8)
+        JSONWriter.writeString(utid, into: &json)
+        json.append(UInt8(ascii: "}"))
+        return Base64URL.encode(json)
     }
 }

@@ -44,6 +44,19 @@ final class TokenResponseTextTests: XCTestCase {
         }
     }
 
+    /// client_info, written directly, is the base64url of what the encoder writes for {"uid":…,"utid":…}.
+    func testClientInfoIsTheEncodedObject() throws {
+        for (uid, utid) in [("a1ce0000-0000-4000-8000-000000000001", "72f988bf-86f1-41af-91ab-2d7cd011db47"),
+                            ("u\"q", "t\\b"), ("ü", "\u{7}x"), ("1", "2")] {
+            let ids = try XCTUnwrap(HomeAccountId("\(uid).\(utid)"))
+            XCTAssertEqual(ids.clientInfo,
+                           Base64URL.encode(JSONWriter().bytes(.object(JSONObject(["uid": .string(uid), "utid": .string(utid)])))))
+        }
+        XCTAssertNil(HomeAccountId("no-dot"))
+        XCTAssertNil(HomeAccountId("a.b.c"))
+        XCTAssertNil(HomeAccountId(".b"))
+    }
+
     /// Without the claim from the cache, or when the answer is a refusal, the text is the encoder's.
     func testWithoutTheClaimTheResponseDecides() throws {
         let noUsername = Self.jwt(#"{"name":"someone"}"#)
