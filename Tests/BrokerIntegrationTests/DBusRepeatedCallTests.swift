@@ -51,16 +51,10 @@ final class DBusRepeatedCallTests: XCTestCase {
         let call = "call:acquireTokenSilently:\(request)"
 
         // Two calls, then (after a refresh elsewhere) a third, then (after the app is denied) a fourth: one connection.
-        let client = Process()
-        client.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        client.arguments = [TestIdP.root + "/Tests/dbus/one_connection.py", call, call, "mark:\(directory)/two",
-                            "wait:\(directory)/refreshed", call, "mark:\(directory)/three", "wait:\(directory)/denied", call]
-        client.environment = bus.environment
-        let output = Pipe(), errors = Pipe()
-        client.standardOutput = output
-        client.standardError = errors
-        try client.run()
-        defer { if client.isRunning { client.terminate() } }
+        let client = try RunningCommand("/usr/bin/python3", [
+            TestIdP.root + "/Tests/dbus/one_connection.py", call, call, "mark:\(directory)/two", "wait:\(directory)/refreshed",
+            call, "mark:\(directory)/three", "wait:\(directory)/denied", call,
+        ], environment: bus.environment)
 
         try waitForFile(directory + "/two")
         let refresh = try daemon.ctl(["token", "--client-id", TestEntra.famA, "--authority", "https://login.microsoftonline.com/common",
@@ -78,10 +72,9 @@ final class DBusRepeatedCallTests: XCTestCase {
         XCTAssertEqual(deny.status, 0, deny.stderr)
         FileManager.default.createFile(atPath: directory + "/denied", contents: nil)
 
-        client.waitUntilExit()
-        let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).split(separator: "\n")
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        XCTAssertEqual(client.terminationStatus, 0, stderr)
+        let result = client.finish()
+        let lines = result.stdout.split(separator: "\n"), stderr = result.stderr
+        XCTAssertEqual(result.status, 0, stderr)
         let answers = lines.compactMap { line in
             (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["brokerTokenResponse"] as? [String: Any]
         }

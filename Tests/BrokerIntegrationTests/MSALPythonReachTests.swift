@@ -164,25 +164,14 @@ final class MSALPythonReachTests: XCTestCase {
         try daemon.start()
         try bus.waitForBroker()
 
-        let app = Process()
-        app.executableURL = URL(fileURLWithPath: python)
-        app.arguments = [appScript, entra.http, TestEntra.famA, "interactive|\(TestEntra.graph)"]
-        app.environment = bus.environment
-        let output = Pipe(), errors = Pipe()
-        app.standardOutput = output
-        app.standardError = errors
-        try app.run()
-        defer { if app.isRunning { app.terminate() } }
+        let app = try RunningCommand(python, [appScript, entra.http, TestEntra.famA, "interactive|\(TestEntra.graph)"],
+                                     environment: bus.environment)
         waitForFile(opened)  // brokerd is waiting for the browser's redirect
 
         let cancel = #"{"error":{"context":"The InteractiveRequest was canceled on behalf of the user","diagnostics":null,"errorCode":0,"status":7,"subStatus":0,"tag":579379414}}"#
         let cancelled = try bus.broker1("cancelInteractiveFlow", cancel)
         XCTAssertEqual(cancelled.answer?.count, 0, "{} as the client accepts it: \(cancelled.result.stderr)")
-        let stdout = output.fileHandleForReading.readDataToEndOfFile()
-        let stderr = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        app.waitUntilExit()
-        let steps = report(CommandResult(status: app.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-                                         stderr: stderr))
+        let steps = report(app.finish())
         XCTAssertEqual(steps.first?["error"] as? String, "broker_error", "\(steps) \(daemon.log)")
         XCTAssertTrue((steps.first?["error_description"] as? String)?.contains("Status_UserCanceled") == true, "\(steps)")
         // brokerd's reason, not its own time limit ("no sign-in within N s"): the cancel ended it.

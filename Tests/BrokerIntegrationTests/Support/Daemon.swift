@@ -138,6 +138,43 @@ struct CommandResult {
     var stderr: String
 }
 
+/// A program left running while the test acts around it, then waited for with its output (`finish`); terminated
+/// if the test ends first.
+final class RunningCommand {
+    let process = Process()
+    private let output = Pipe(), errors = Pipe()
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+    }
+
+    deinit { if process.isRunning { process.terminate() } }
+
+    /// Waits for it to exit: its status and output.
+    func finish() -> CommandResult { waitWithOutput(process, output, errors) }
+}
+
+/// Reads both pipes before waiting, so that a chatty child cannot block on a full pipe; then its status.
+private func waitWithOutput(_ process: Process, _ output: Pipe, _ errors: Pipe) -> CommandResult {
+    final class Collected: @unchecked Sendable { var data = Data() }
+    let stderrData = Collected(), group = DispatchGroup()
+    group.enter()
+    DispatchQueue.global().async {
+        stderrData.data = errors.fileHandleForReading.readDataToEndOfFile()
+        group.leave()
+    }
+    let stdoutData = output.fileHandleForReading.readDataToEndOfFile()
+    group.wait()
+    process.waitUntilExit()
+    return CommandResult(status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
+                         stderr: String(decoding: stderrData.data, as: UTF8.self))
+}
+
 /// Runs a program to completion, capturing its output.
 func runCommand(_ executable: String, _ arguments: [String], stdin: String? = nil,
          environment: [String: String]? = nil) throws -> CommandResult {
@@ -152,19 +189,5 @@ func runCommand(_ executable: String, _ arguments: [String], stdin: String? = ni
     try process.run()
     if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
     try input.fileHandleForWriting.close()
-    // Read both pipes before waiting, so a chatty child cannot block on a full pipe.
-    final class Collected: @unchecked Sendable { var data = Data() }
-    let stderrData = Collected()
-    let group = DispatchGroup()
-    group.enter()
-    DispatchQueue.global().async {
-        stderrData.data = err.fileHandleForReading.readDataToEndOfFile()
-        group.leave()
-    }
-    let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
-    group.wait()
-    process.waitUntilExit()
-    return CommandResult(status: process.terminationStatus,
-                         stdout: String(decoding: stdoutData, as: UTF8.self),
-                         stderr: String(decoding: stderrData.data, as: UTF8.self))
+    return waitWithOutput(process, out, err)
 }
