@@ -106,6 +106,32 @@ struct AccessTokenIndex: Sendable {
     }
 }
 
+extension AccessTokenIndex {
+    /// The tokens that name the same credential as `entity` (same account, client, realm and alias group, its key id
+    /// and exactly its scopes, case aside): what an import replaces with it. From its bucket: an import of 100,000
+    /// tokens looked for each among its account's entries by their JSON fields, a seventh of the import.
+    func sameCredential(as entity: CacheEntity, aliases: EnvironmentAliases) -> [IndexedAccessToken] {
+        guard let environment = entity.environment, let hid = entity.homeAccountId, let account = strings.number(of: hid),
+              let client = strings.number(of: entity.clientId ?? ""), let realm = strings.number(of: entity.realm ?? ""),
+              let tokens = buckets[Bucket(account: account, client: client)] else { return [] }
+        var scopes: [UInt32] = []
+        for scope in entity.target {
+            guard let number = strings.number(of: scope) else { return [] }  // a scope no token holds
+            scopes.append(number)
+        }
+        scopes.sort()
+        var unique: [UInt32] = []
+        for scope in scopes where unique.last != scope { unique.append(scope) }
+        let environmentNumber = strings.number(of: environment)
+        let canonical = aliases.canonical(environment), keyId = entity.keyId
+        return tokens.filter { token in
+            token.realm == realm && token.scopes == unique
+                && (token.environment == environmentNumber || aliases.canonical(strings[token.environment]) == canonical)
+                && token.entity.keyId == keyId
+        }
+    }
+}
+
 /// Id tokens bucketed as access tokens are: every token answer carries the newest id token of its account, client
 /// and environment, and finding it among the account's entries was a twentieth of a hit.
 struct IdTokenIndex: Sendable {

@@ -176,12 +176,7 @@ extension TokenCache {
         var query = CacheQuery(homeAccountId: entity.homeAccountId ?? "", environment: env)
         switch kind {
         case .accessToken:
-            query.clientId = entity.clientId ?? ""
-            query.realm = entity.realm ?? ""
-            let scopes = Array(Set(entity.target.map { $0.lowercased() }))
-            return find(kind, query).filter {
-                $0.entity.keyId == entity.keyId && Self.grants($0.entity, exactly: scopes)
-            }
+            return accessTokens.sameCredential(as: entity, aliases: aliases).map { ($0.key, $0.entity) }
         case .refreshToken:
             query.clientId = entity.clientId ?? ""
             return find(kind, query).filter { $0.entity.familyId == entity.familyId }
@@ -194,29 +189,6 @@ extension TokenCache {
             query = CacheQuery(environment: env, clientId: entity.clientId ?? "")
         }
         return find(kind, query)
-    }
-
-    /// Whether `held`'s target is the scopes `wanted` (lowercased, each once), order, case and repeats aside. An import
-    /// compares each access token with every other one of its account and client, so an ASCII target is read in
-    /// place, word by word, and the first word not wanted ends it; any other target takes the general comparison.
-    private static func grants(_ held: CacheEntity, exactly wanted: [String]) -> Bool {
-        guard case .string(let text)? = held.fields["target"], wanted.count <= 64, text.utf8.allSatisfy({ $0 < 0x80 }) else {
-            return Set(held.target.map { $0.lowercased() }) == Set(wanted)
-        }
-        var found: UInt64 = 0
-        let bytes = text.utf8
-        var index = bytes.startIndex
-        while index < bytes.endIndex {
-            if bytes[index] == 0x20 || bytes[index] == 0x09 { index = bytes.index(after: index); continue }
-            let start = index
-            while index < bytes.endIndex, bytes[index] != 0x20, bytes[index] != 0x09 { index = bytes.index(after: index) }
-            let word = bytes[start..<index]
-            guard let which = wanted.firstIndex(where: { scope in
-                scope.utf8.count == word.count && zip(word, scope.utf8).allSatisfy { asciiLower($0) == $1 }
-            }) else { return false }
-            found |= 1 << which
-        }
-        return found.nonzeroBitCount == wanted.count
     }
 
     private func isNewer(_ held: CacheEntity, than incoming: CacheEntity, kind: CredentialKind) -> Bool {

@@ -126,12 +126,40 @@ final class CacheModelDifferentialTests: XCTestCase {
                 }
                 for _ in 0..<5 { checkLookup(cache, &rng, seed: seed, step: step) }
                 checkSummaries(&cache, seed: seed, step: step)
+                if step % 3 == 0 { checkImportReplaces(&cache, &rng, seed: seed, step: step) }
             }
             // A cache read back from its document answers as the cache that made it.
             var reread = TokenCache(document: try! CacheDocument.parse(cache.persisted()))
             for _ in 0..<50 { checkLookup(reread, &rng, seed: seed, step: -1) }
             checkSummaries(&reread, seed: seed, step: -1)
         }
+    }
+
+    /// An import replaces exactly the access tokens that name the same credential as the incoming one, as the scan
+    /// of the JSON entries finds them: same account, alias group, client, realm and key id, the same scopes case aside.
+    private func checkImportReplaces(_ cache: inout TokenCache, _ rng: inout SplitMix, seed: UInt64, step: Int) {
+        var incoming = randomAccessToken(&rng)
+        incoming.set("cached_at", String(now + 1_000_000))  // newer than any held: it replaces what it names
+        if rng.next() % 4 == 0 { incoming.set("key_id", "k\(rng.next() % 2)") }
+        let key = "imported-\(step)"
+        var expected: Set<String> = []
+        if let environment = incoming.environment {
+            let wanted = Set(incoming.target.map { $0.lowercased() })
+            let query = CacheQuery(homeAccountId: incoming.homeAccountId ?? "", environment: environment,
+                                   clientId: incoming.clientId ?? "", realm: incoming.realm ?? "")
+            expected = Set(cache.find(.accessToken, query).filter { held in
+                held.entity.keyId == incoming.keyId && Set(held.entity.target.map { $0.lowercased() }) == wanted
+            }.map(\.key))
+        }
+        let before = Set(cache.find(.accessToken, CacheQuery()).map(\.key))
+        var document = CacheDocument()
+        document.entries[.accessToken] = [key: incoming]
+        let report = cache.merge(document)
+        let after = Set(cache.find(.accessToken, CacheQuery()).map(\.key))
+        let context = "seed \(seed) step \(step): \(incoming.fields) replaced \(expected.sorted())"
+        XCTAssertEqual(before.subtracting(after), expected, context)
+        XCTAssertEqual(report.replaced, expected.isEmpty ? 0 : 1, context)
+        XCTAssertTrue(after.contains(key), context)
     }
 
     private func checkLookup(_ cache: TokenCache, _ rng: inout SplitMix, seed: UInt64, step: Int) {
