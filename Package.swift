@@ -100,15 +100,22 @@ let package = Package(
             .product(name: "NIOPosix", package: "swift-nio"),
         ]),
         .executableTarget(name: "brokerd", dependencies: [
-            "BrokerServer", "BrokerDBus", "BrokerCore", "BrokerStore", "BrokerConfig", "BrokerProtocol", "Systemd", "SecretService",
+            "BrokerServer", "BrokerDBus", "BrokerCore", "BrokerPlatform", "BrokerStore", "BrokerConfig", "BrokerProtocol", "Systemd",
+            "SecretService",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
+        // libqrencode: brokerctl shows a device-code sign-in's address as a QR code (TerminalQR.swift).
+        .systemLibrary(
+            name: "CQRencode",
+            pkgConfig: "libqrencode",
+            providers: [.apt(["libqrencode-dev"]), .yum(["qrencode-devel"])]
+        ),
         .executableTarget(name: "brokerctl", dependencies: [
-            "BrokerClient", "BrokerProtocol", "BrokerJSON", "BrokerConfig",
+            "BrokerClient", "BrokerProtocol", "BrokerJSON", "BrokerConfig", "CQRencode",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
         // Sample app (Examples/README.md): a profile viewer on BrokerClient; its SSO partner is Examples/python-mail-count.
@@ -124,6 +131,8 @@ let package = Package(
         // docs/openrpc.json against the Swift protocol types (MethodCatalog): a missing method or field fails.
         .testTarget(name: "ProtocolTests", dependencies: ["BrokerProtocol", "BrokerJSON"]),
         .testTarget(name: "OAuthTests", dependencies: ["OAuth", "BrokerCache", "BrokerCore", "BrokerJSON"]),
+        // brokerctl's QR renderer (TerminalQR.swift), decoded back with a real decoder (zbarimg).
+        .testTarget(name: "BrokerctlTests", dependencies: ["brokerctl"]),
         .testTarget(name: "BrokerIntegrationTests", dependencies: ["BrokerClient", "BrokerProtocol", "BrokerJSON"]),
         // broker1's pure translations (the answers it writes), without a bus.
         .testTarget(name: "BrokerDBusTests", dependencies: ["BrokerDBus", "BrokerCore", "BrokerJSON"]),

@@ -18,6 +18,7 @@
 #   7. the audit: `brokerctl log --app` over a filled apps.db;
 #   8. D-Bus: broker1's acquireTokenSilently as pymsalruntime calls it (scripts/bench/dbus.sh), against an sd-bus echo
 #      service of the same method shape replying with brokerd's answer, repeated and varied, on a private bus.
+#   9. offline (scripts/bench/offline.sh): cache hits with the IdP unreachable, fail-fast errors, refresh on return.
 # It prints the machine and the table, writes the table to .build-bench/bench-results.md (markdown, for the
 # README), and exits 1 when a figure could not be measured — not when a target is missed (that is a FAIL row).
 #
@@ -40,7 +41,7 @@ while (($#)); do
     case $1 in
         --quick) quick=1 ;;
         --bin-dir) bin_dir=$(cd "${2:?--bin-dir needs a directory}" && pwd); shift ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
         *) echo "bench.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -458,6 +459,10 @@ fi
 # --- 8. D-Bus: brokerd's broker1 front end against an sd-bus echo of the same method shape -----------------------
 source "$bench/dbus.sh"
 dbus_bench "$doc_one" "$doc_big" || true  # what failed is in the notes; the table then shows MISSING
+
+# --- 9. offline: the Entra emulator, a host that never answers, a network namespace ----------------------------
+source "$bench/offline.sh"
+offline_bench || true  # what failed is in the notes; the table then shows MISSING
 
 # --- 5. cold start ----------------------------------------------------------------------------------------------
 step "cold start ($cold_runs runs)"

@@ -20,6 +20,9 @@
 #   python3-gi, gir1.2-glib-2.0  the desktop notification server the headless sign-in tests put on their private bus
 #   libsecret-tools secret-tool: the key store tests read brokerd's key item in gnome-keyring with a real client
 #   bubblewrap, xdg-dbus-proxy  Flatpak's sandbox and bus filter: the app-identity tests run their clients in them
+#   libqrencode-dev the CQRencode system library: brokerctl shows a device-code sign-in's address as a QR code
+#   zbar-tools      zbarimg: the QR tests decode what brokerctl draws with a real decoder
+#   iproute2        ip: the offline tests and bench take the only link of a network namespace (unshare -rn) down and up
 # Only what is missing is installed; `apt-get update` runs only then.
 set -euo pipefail
 
@@ -29,6 +32,7 @@ packages=(
     chromium chromium-driver python3-selenium
     dbus-daemon gnome-keyring libsecret-1-0 libwebkit2gtk-4.1-0 libjavascriptcoregtk-4.1-0 libgtk-3-0 libsoup-3.0-0
     python3-gi gir1.2-glib-2.0 libsecret-tools python3-dbus bubblewrap xdg-dbus-proxy
+    libqrencode-dev zbar-tools iproute2
 )
 missing=()
 for package in "${packages[@]}"; do

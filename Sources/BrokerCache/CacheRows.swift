@@ -13,6 +13,8 @@ public enum CacheRow: Hashable, Sendable {
     case use(String)
     /// brokerd's own small state: accounts hidden from apps, accounts needing sign-in.
     case state
+    /// A fact the network told brokerd (`NetworkMemory.key`): a discovery document, alias groups, a tenant id.
+    case learned(String)
 }
 
 /// A row and its current content (nil when it was removed).
@@ -22,6 +24,7 @@ public enum CacheRowValue: Sendable {
     case section(String, String?)
     case use(key: String, TokenUse?)
     case state(String)
+    case learned(key: String, NetworkMemory.Fact?)
 }
 
 extension TokenCache {
@@ -52,6 +55,7 @@ extension TokenCache {
         for (kind, section) in document.opaqueEntries { for key in section.keys { rows.insert(.opaque(kind, key: key)) } }
         for section in document.otherSections { rows.insert(.section(section.name)) }
         for key in state.uses.keys { rows.insert(.use(key)) }
+        for key in learned.facts.keys { rows.insert(.learned(key)) }
         return rows
     }
 
@@ -64,11 +68,33 @@ extension TokenCache {
         case .section(let name): return .section(name, otherSection(name))
         case .use(let key): return .use(key: key, state.uses[key])
         case .state: return .state(state.smallStateJSON)
+        case .learned(let key): return .learned(key: key, learned.facts[key])
         }
     }
 
     public func opaqueEntry(_ kind: CredentialKind, key: String) -> String? {
         document.opaqueEntries[kind]?[key]
+    }
+
+    // MARK: What the network told brokerd
+
+    /// Remembers a fact (NetworkMemory); the row is marked only when it changed. Learned alias groups also join the
+    /// cache's environment aliases. Returns whether anything changed.
+    @discardableResult
+    public mutating func learn(_ kind: NetworkMemory.Kind, _ subject: String, value: String, at now: Int64) -> Bool {
+        guard learned.learn(kind, subject, value: value, at: now) else { return false }
+        changedRows.insert(.learned(NetworkMemory.key(kind, subject)))
+        if kind == .aliases { learnAliases(NetworkMemory.aliasGroups(of: learned.fact(kind, subject)!)) }
+        return true
+    }
+
+    /// A cache as persisted with what the network had told brokerd (nothing marked changed).
+    public init(document: CacheDocument, state: BrokerState, learned: NetworkMemory) {
+        self.init(document: document, state: state)
+        self.learned = learned
+        for (key, fact) in learned.facts where NetworkMemory.parse(key: key)?.kind == .aliases {
+            learnAliases(NetworkMemory.aliasGroups(of: fact))
+        }
     }
 
     // MARK: Token uses

@@ -46,6 +46,8 @@ public struct TokenCache: Sendable {
     /// `state` without marking its row: token uses are rows of their own (`noteUse`, `setUse`). A hit notes a use,
     /// and through `state` every hit marked the state row, which kept the writer writing it while hits came in.
     var storedState = BrokerState()
+    /// Discovery documents, alias groups and tenant ids as the network last gave them (NetworkMemory.swift).
+    public internal(set) var learned = NetworkMemory()
     /// Rows changed since the persistence layer last took them (CacheRows.swift).
     var changedRows: Set<CacheRow> = []
 

@@ -48,6 +48,8 @@ public struct BrokerConfiguration: Sendable, Equatable {
     public var interactiveTimeoutSeconds = 600
     /// Seconds one request to an identity provider may take, from connecting to the last byte of the answer.
     public var requestTimeoutSeconds = 30
+    /// Seconds to wait for a connection to an identity provider (name resolution included).
+    public var connectTimeoutSeconds = 3
     /// Requests to the Microsoft identity platform's hosts go to this base URL instead (tests: the Entra emulator).
     public var microsoftBaseURL: String?
     /// Hosts trusted as Entra authorities besides Microsoft's own (authority validation).
@@ -87,6 +89,28 @@ public struct BrokerConfiguration: Sendable, Equatable {
     public var auditMaxRows = 1_000_000
     /// `[[pin]]`: a client ID's tokens go to these apps only.
     public var pins: [Pin] = []
+    /// `[hooks]`: commands brokerd runs on broker events.
+    public var hooks = Hooks()
+
+    /// `[hooks]`: one shell command per event (`sign_in_required = "notify-send …"`) and `timeout`.
+    public struct Hooks: Sendable, Equatable {
+        public enum Event: String, Sendable, Equatable, CaseIterable {
+            case signInRequired = "sign_in_required"
+            case signInPending = "sign_in_pending"
+            case tokenRefreshed = "token_refreshed"
+            case refreshFailed = "refresh_failed"
+        }
+
+        /// The command of each event that has one, run as `/bin/sh -c COMMAND`.
+        public var commands: [Event: String] = [:]
+        /// Seconds a hook may run before its process group is killed.
+        public var timeoutSeconds = 10
+
+        public init(commands: [Event: String] = [:], timeoutSeconds: Int = 10) {
+            self.commands = commands
+            self.timeoutSeconds = timeoutSeconds
+        }
+    }
 
     /// `[[pin]] client_id = "…"` with `executables`, `flatpaks` and/or `snaps`, or `apps` in printable form
     /// (`exe:/usr/bin/az`, `flatpak:org.example.App`, `snap:name`).
@@ -160,6 +184,10 @@ public struct BrokerConfiguration: Sendable, Equatable {
                 config.pins += try Pin.list(entry)
                 continue
             }
+            if entry.key == "hooks" {
+                config.hooks = try Hooks(entry)
+                continue
+            }
             guard entry.key == "profile" else {
                 try config.apply(entry)
                 continue
@@ -230,6 +258,7 @@ public struct BrokerConfiguration: Sendable, Equatable {
                                            else: "'open_browser' must be \"auto\", \"always\" or \"never\"")
         case "interactive_timeout": interactiveTimeoutSeconds = try entry.int(10...3600)
         case "request_timeout": requestTimeoutSeconds = try entry.int(1...300)
+        case "connect_timeout": connectTimeoutSeconds = try entry.int(1...60)
         case "microsoft_base_url": microsoftBaseURL = try entry.string()
         case "trusted_authority_hosts": trustedAuthorityHosts = try entry.strings()
         case "b2c_hosts": b2cHosts = try entry.strings()
@@ -314,6 +343,31 @@ extension BrokerConfiguration.Profile {
         }
         guard let clientId else { throw TOMLError(line: table.line, message: "profile '\(name)' needs client_id") }
         self.init(clientId: clientId, authority: authority, scopes: scopes)
+    }
+}
+
+extension BrokerConfiguration.Hooks {
+    /// The `[hooks]` table (or `hooks.KEY = …` dotted keys).
+    init(_ entry: TOMLTable.Entry) throws(TOMLError) {
+        guard case .table(let table) = entry.value else {
+            throw TOMLError(line: entry.line, message: "'hooks' must be a table ([hooks])")
+        }
+        self.init()
+        for setting in table.entries {
+            if setting.key == "timeout" {
+                timeoutSeconds = try setting.int(1...300)
+                continue
+            }
+            guard let event = Event(rawValue: setting.key) else {
+                let known = (Event.allCases.map(\.rawValue) + ["timeout"]).joined(separator: ", ")
+                throw TOMLError(line: setting.line, message: "[hooks]: unknown setting '\(setting.key)' (\(known))")
+            }
+            guard case .string(let command) = setting.value,
+                  command.contains(where: { !$0.isWhitespace }), !command.contains(Character("\0")) else {
+                throw TOMLError(line: setting.line, message: "[hooks] \(setting.key) must be a non-empty shell command (a string)")
+            }
+            commands[event] = command
+        }
     }
 }
 

@@ -29,6 +29,11 @@ public actor Broker {
         public var signInRequired: [String]
         public var startedAt: Int64
         public var pendingSignIns: [PendingSignIn] = []
+        /// Hosts the network could not reach lately (backing off), and what the network told brokerd (by fact).
+        public var unreachableHosts: [(host: String, why: String, failures: Int, retryAfter: Int64)] = []
+        public var learned: [(kind: NetworkMemory.Kind, subject: String, learnedAt: Int64)] = []
+        /// Each IdP host's clock minus ours (seconds), from its last answer's `Date` header, and when it was read.
+        public var clockSkew: [(host: String, skewSeconds: Int64, measuredAt: Int64)] = []
     }
 
     public enum Failure: Error, Sendable, CustomStringConvertible {
@@ -87,6 +92,10 @@ public actor Broker {
     var subscribers: [Int: AsyncStream<BrokerEvent>.Continuation] = [:]
     /// Backoff of the background refresh per token use (Tokens/BackgroundRefresh.swift).
     var refreshBackoff: [String: (failures: Int, nextAttempt: Int64)] = [:]
+    /// The background refresh's wait between checks: cancelled to check at once (the network came back).
+    var refreshWait: Task<Void, Never>?
+    /// A change of the network came while a check was running: the next wait is skipped.
+    var refreshAgain = false
     var nextSubscriber = 0
 
     public init(store: CacheStore, writeDelay: Duration = .zero, identity: IdentityProvider? = nil,
@@ -284,7 +293,12 @@ public actor Broker {
             problems: problems,
             signInRequired: cache.state.signInRequired.sorted(),
             startedAt: startedAt,
-            pendingSignIns: pendingSignInList()
+            pendingSignIns: pendingSignInList(),
+            unreachableHosts: (identity?.transport.backoff.unreachableHosts() ?? []).map { ($0.host, $0.why, $0.failures, $0.retryAfter) },
+            learned: cache.learned.facts.compactMap { key, fact in
+                NetworkMemory.parse(key: key).map { ($0.kind, $0.subject, fact.learnedAt) }
+            }.sorted { ($0.kind.rawValue, $0.subject) < ($1.kind.rawValue, $1.subject) },
+            clockSkew: (identity?.transport.clocks.all() ?? []).map { ($0.host, $0.skewSeconds, $0.measuredAt) }
         )
     }
 

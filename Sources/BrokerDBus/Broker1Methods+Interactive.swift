@@ -5,11 +5,30 @@ import Synchronization
 
 /// Broker request ids of the sign-ins running for D-Bus callers, and the app each is for.
 final class RunningFlows: Sendable {
-    private let ids = Mutex<[String: AppID]>([:])
-    func add(_ id: String, app: AppID) { ids.withLock { $0[id] = app } }
+    private struct Starter {
+        var app: AppID
+        /// The unique bus name that asked for the sign-in.
+        var sender: String?
+    }
+
+    private let ids = Mutex<[String: Starter]>([:])
+    func add(_ id: String, app: AppID, sender: String?) { ids.withLock { $0[id] = Starter(app: app, sender: sender) } }
     func remove(_ id: String) { ids.withLock { _ = $0.removeValue(forKey: id) } }
-    /// The flows of `app`, or every flow.
-    func all(of app: AppID?) -> [String] { ids.withLock { $0.filter { app == nil || $0.value == app }.map(\.key) } }
+
+    /// The flows a cancel from this caller may end: its own (same unique name), and those of its app when the app is
+    /// known (a Flatpak or snap id, or an executable). Never another app's.
+    func cancellable(by caller: CallerIdentity, sender: String?) -> [String] {
+        ids.withLock { flows in
+            flows.filter { _, starter in
+                (sender != nil && starter.sender == sender) || (caller.app.kind != .unknown && starter.app == caller.app)
+            }.map(\.key)
+        }
+    }
+
+    /// The flows a unique name started (it left the bus).
+    func started(by sender: String) -> [String] {
+        ids.withLock { $0.filter { $0.value.sender == sender }.map(\.key) }
+    }
 }
 
 /// How D-Bus callers sign in (`dbus_sign_in`): they have no channel for prompts, so the sign-in UI is brokerd's.
@@ -25,7 +44,7 @@ extension Broker1Methods {
     /// broker's: the system browser and the loopback redirect, or, without a display, a device code published in the
     /// status, as an event and as a desktop notification. A sign-in still running when `interactiveLimit` is reached
     /// is cancelled and answered UserCanceled.
-    func interactiveToken(_ params: JSONObject, correlationId: String, caller: CallerIdentity) async -> JSONValue {
+    func interactiveToken(_ params: JSONObject, correlationId: String, caller: CallerIdentity, sender: String?) async -> JSONValue {
         guard let auth = params["authParameters"]?.objectValue, let clientId = auth["clientId"]?.stringValue,
               !clientId.isEmpty else {
             return Self.tokenError(status: .apiContractViolation, tag: 0x6272_0030, context: "authParameters.clientId is missing")
@@ -75,7 +94,7 @@ extension Broker1Methods {
                     notice.withLock { $0 = Task { await notifications.show(summary: text.summary, body: text.body) } }
                 }
                 started.withLock { $0 = id }
-                flows.add(id, app: caller.app)
+                flows.add(id, app: caller.app, sender: sender)
             }
         } catch {
             await Self.close(notice.withLock { $0 }, notifications)

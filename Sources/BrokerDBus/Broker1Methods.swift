@@ -33,8 +33,9 @@ public struct Broker1Methods: Sendable {
         notifications = DesktopNotifications(logger: logger)
     }
 
-    /// `caller`: who the front end found the sender to be (the uid is checked already).
-    public func answer(method: String, correlationId: String, request: String, caller: CallerIdentity) async -> String {
+    /// `caller`: who the front end found the sender to be (the uid is checked already); `sender`: its unique name.
+    public func answer(method: String, correlationId: String, request: String, caller: CallerIdentity,
+                       sender: String? = nil) async -> String {
         let params: JSONObject
         switch Broker1Requests.validated(method: method, correlationId: correlationId, request: request) {
         case .success(let object): params = object
@@ -57,14 +58,14 @@ public struct Broker1Methods: Sendable {
         case "removeAccount":
             response = await removeAccount(params, caller: caller)
         case "cancelInteractiveFlow":
-            // The request names no flow (pymsalruntime sends an error object with a new correlation id): every sign-in
-            // started through D-Bus is cancelled; a sandboxed (or unidentified) app's cancel ends only its own app's,
-            // never another app's. `{}` is what the client accepts.
-            let own = caller.app.isSandboxed || caller.failure != nil
-            for id in flows.all(of: own ? caller.app : nil) { _ = await broker.cancelInteractiveFlow(id) }
+            // The request names no flow (pymsalruntime sends an error object with a new correlation id): the caller's
+            // own sign-ins end (its connection's, and its app's), never another app's. `{}` is what the client accepts.
+            let ending = flows.cancellable(by: caller, sender: sender)
+            for id in ending { _ = await broker.cancelInteractiveFlow(id) }
+            logger.info("D-Bus cancelInteractiveFlow ended \(ending.count) sign-in(s)", metadata: ["app": "\(caller.app)"])
             response = .object(JSONObject())
         case "acquireTokenInteractively":
-            response = await interactiveToken(params, correlationId: correlationId, caller: caller)
+            response = await interactiveToken(params, correlationId: correlationId, caller: caller, sender: sender)
         case "acquirePrtSsoCookie":
             response = Self.tokenError(status: .deviceNotRegistered, tag: 0x6272_0002,
                                        context: "brokerd holds no Primary Refresh Token: the device is not joined to Entra ID")
@@ -78,6 +79,14 @@ public struct Broker1Methods: Sendable {
             "method": "\(method)", "client_pid": "\(caller.pid)", "client_exe": "\(caller.executable ?? "?")", "app": "\(caller.app)",
         ])
         return JSONWriter().string(response)
+    }
+
+    /// A caller left the bus (its unique name lost its owner): the sign-ins it started end, since nobody waits for them.
+    public func callerLeft(_ sender: String) async {
+        let running = flows.started(by: sender)
+        guard !running.isEmpty else { return }
+        logger.info("D-Bus caller left the bus; its sign-ins end", metadata: ["sender": "\(sender)", "sign_ins": "\(running.count)"])
+        for id in running { _ = await broker.cancelInteractiveFlow(id) }
     }
 
     // MARK: getAccounts

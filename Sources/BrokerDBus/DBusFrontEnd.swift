@@ -37,6 +37,7 @@ public final class DBusFrontEnd: @unchecked Sendable {
     private let methods: Broker1Methods
     private let logger: Logger
     private let target: UnsafeMutablePointer<brokerd_bus_target>
+    private let leaving: UnsafeMutablePointer<brokerd_name_left_target>
     private let replies = Mutex<[(message: OpaquePointer, reply: Reply)]>([])
     private let stopping = Atomic<Bool>(false)
     private var thread = pthread_t()
@@ -58,6 +59,7 @@ public final class DBusFrontEnd: @unchecked Sendable {
         self.methods = methods
         self.logger = logger
         target = .allocate(capacity: 1)
+        leaving = .allocate(capacity: 1)
     }
 
     /// Connects to the session bus (`DBUS_SESSION_BUS_ADDRESS`, else the user bus in `$XDG_RUNTIME_DIR/bus`), serves
@@ -76,7 +78,12 @@ public final class DBusFrontEnd: @unchecked Sendable {
             guard let message, let context else { return -EINVAL }
             return Unmanaged<DBusFrontEnd>.fromOpaque(context).takeUnretainedValue().handle(message)
         }, context: Unmanaged.passUnretained(service).toOpaque()))
+        service.leaving.initialize(to: brokerd_name_left_target(handler: { name, context in
+            guard let name, let context else { return }
+            Unmanaged<DBusFrontEnd>.fromOpaque(context).takeUnretainedValue().callerLeft(String(cString: name))
+        }, context: Unmanaged.passUnretained(service).toOpaque()))
         r = brokerd_bus_add_broker1(bus, nil, objectPath, service.target)
+        if r >= 0 { r = brokerd_watch_names_leaving(bus, service.leaving) }
         if r >= 0 { r = sd_bus_request_name(bus, busName, 0) }
         guard r >= 0 else {
             service.close()
@@ -169,13 +176,22 @@ public final class DBusFrontEnd: @unchecked Sendable {
         let pending = PendingCall(message)
         Task {
             let answer = await self.methods.answer(method: method, correlationId: correlationId, request: requestJSON,
-                                                   caller: caller)
+                                                   caller: caller, sender: sender)
             // After stop() the connection and the eventfd are gone; the caller learns from the bus that we left.
             guard !self.stopping.load(ordering: .sequentiallyConsistent) else { return }
             self.replies.withLock { $0.append((pending.message, .json(answer))) }
             self.signalWake()
         }
         return 1
+    }
+
+    /// On the bus thread: a unique name left the bus. What was kept about it goes (its identity, its last answer,
+    /// which holds a token), and its sign-ins end.
+    private func callerLeft(_ name: String) {
+        callers[name] = nil
+        guard !methods.flows.started(by: name).isEmpty else { return }
+        let methods = self.methods
+        Task { await methods.callerLeft(name) }
     }
 
     /// A cache hit's answer, given again when the sender asks what it asked last, or made now (and kept for its next

@@ -41,7 +41,7 @@ public enum BrokerNotification: String, CaseIterable, Sendable {
 
 /// Version of the wire contract. Additive changes (new methods, new optional fields) keep the major number;
 /// a client should ignore fields it does not know.
-public let brokerProtocolVersion = "1.6"
+public let brokerProtocolVersion = "1.7"
 public let brokerVersion = "0.1.0"
 
 // MARK: - Params
@@ -347,6 +347,8 @@ public struct StatusResult: Codable, Sendable, Equatable {
     public var pendingSignIns: [PendingSignInInfo]?
     /// Apps waiting for the user's consent (since protocol 1.6; absent from older daemons).
     public var pendingConsents: [PendingConsentInfo]?
+    /// What brokerd knows of the network (since protocol 1.7; absent from older daemons).
+    public var network: NetworkStatus?
 
     public init(version: String, protocolVersion: String, pid: Int32, startedAt: Int64, uptimeSeconds: Int64,
                 socket: String, socketActivated: Bool, configPath: String?, configPresent: Bool, cachePath: String?,
@@ -354,8 +356,9 @@ public struct StatusResult: Codable, Sendable, Equatable {
                 accounts: Int, accessTokens: Int, refreshTokens: Int, idTokens: Int, appMetadata: Int,
                 lastWrite: Int64?, lastWriteError: String?, problems: [String], signInRequired: [String],
                 connections: Int, requestsServed: Int, dbusBroker: String? = nil, pendingSignIns: [PendingSignInInfo]? = nil,
-                pendingConsents: [PendingConsentInfo]? = nil) {
+                pendingConsents: [PendingConsentInfo]? = nil, network: NetworkStatus? = nil) {
         self.pendingConsents = pendingConsents
+        self.network = network
         self.version = version
         self.protocolVersion = protocolVersion
         self.pid = pid
@@ -431,5 +434,66 @@ public enum ProtocolCoding {
         case is [String].Type: return "an array of strings"
         default: return "of type \(type)"
         }
+    }
+}
+
+/// The network as brokerd sees it (`getStatus.network`, since protocol 1.7).
+public struct NetworkStatus: Codable, Sendable, Equatable {
+    /// Hosts whose last attempt failed: requests to them fail at once for `retryAfter` more seconds.
+    public var unreachableHosts: [UnreachableHost]
+    /// What the network told brokerd and when (kept across restarts, used offline).
+    public var learned: [LearnedFact]
+    /// Each IdP host's clock minus ours, from the `Date` header of its last answer.
+    public var clockSkew: [HostClockSkew]
+
+    public init(unreachableHosts: [UnreachableHost], learned: [LearnedFact], clockSkew: [HostClockSkew] = []) {
+        self.unreachableHosts = unreachableHosts
+        self.learned = learned
+        self.clockSkew = clockSkew
+    }
+}
+
+public struct HostClockSkew: Codable, Sendable, Equatable {
+    public var host: String
+    /// The host's time minus ours, in seconds (one-second resolution).
+    public var skewSeconds: Int64
+    /// Our Unix time when it was measured.
+    public var measuredAt: Int64
+
+    public init(host: String, skewSeconds: Int64, measuredAt: Int64) {
+        self.host = host
+        self.skewSeconds = skewSeconds
+        self.measuredAt = measuredAt
+    }
+}
+
+public struct UnreachableHost: Codable, Sendable, Equatable {
+    public var host: String
+    /// What the last attempt ran into (connection refused, timed out …).
+    public var reason: String
+    public var failures: Int
+    /// Seconds until the host is tried again (0: the next request tries it).
+    public var retryAfter: Int64
+
+    public init(host: String, reason: String, failures: Int, retryAfter: Int64) {
+        self.host = host
+        self.reason = reason
+        self.failures = failures
+        self.retryAfter = retryAfter
+    }
+}
+
+public struct LearnedFact: Codable, Sendable, Equatable {
+    /// `discovery` (a discovery document, by the URL it came from), `aliases` (instance discovery's host aliases,
+    /// by host) or `tenant` (the tenant id of a tenant name, by `environment/name`).
+    public var kind: String
+    public var subject: String
+    /// Unix seconds.
+    public var learnedAt: Int64
+
+    public init(kind: String, subject: String, learnedAt: Int64) {
+        self.kind = kind
+        self.subject = subject
+        self.learnedAt = learnedAt
     }
 }

@@ -127,24 +127,29 @@ extension RequestRouter {
                                               prompt: p.prompt, claims: p.claims, flow: flow)
         let broker = self.broker
         let outcome: TokenOutcome
+        // The sign-in runs in a task of its own, cancelled when the connection closes, from discovery on: an app that
+        // went away before its prompt was shown must not hold its client's sign-in slot until the timeout.
+        let signIn = Task { () async throws(TokenFailure) -> TokenOutcome in
+            try await broker.acquireTokenInteractively(request) { prompt in
+                let message: [UInt8]?
+                let requestId: String
+                switch prompt {
+                case .browser(let id, let url):
+                    requestId = id
+                    message = (try? ProtocolCoding.encode(BrowserURLNotification(requestId: requestId, url: url)))
+                        .map { RPCEnvelope.notification(method: BrokerNotification.browserUrl.rawValue, paramsJSON: $0) }
+                case .deviceCode(let id, let userCode, let uri, let expiresIn, let text):
+                    requestId = id
+                    message = (try? ProtocolCoding.encode(DeviceCodeNotification(
+                        requestId: requestId, userCode: userCode, verificationUri: uri, expiresIn: expiresIn, message: text)))
+                        .map { RPCEnvelope.notification(method: BrokerNotification.deviceCode.rawValue, paramsJSON: $0) }
+                }
+                if let message { link.send(message) }
+            }
+        }
+        link.whenClosed { signIn.cancel() }
         do {
-            outcome = try await broker.acquireTokenInteractively(request) { prompt in
-            let message: [UInt8]?
-            let requestId: String
-            switch prompt {
-            case .browser(let id, let url):
-                requestId = id
-                message = (try? ProtocolCoding.encode(BrowserURLNotification(requestId: requestId, url: url)))
-                    .map { RPCEnvelope.notification(method: BrokerNotification.browserUrl.rawValue, paramsJSON: $0) }
-            case .deviceCode(let id, let userCode, let uri, let expiresIn, let text):
-                requestId = id
-                message = (try? ProtocolCoding.encode(DeviceCodeNotification(
-                    requestId: requestId, userCode: userCode, verificationUri: uri, expiresIn: expiresIn, message: text)))
-                    .map { RPCEnvelope.notification(method: BrokerNotification.deviceCode.rawValue, paramsJSON: $0) }
-            }
-            if let message { link.send(message) }
-            link.whenClosed { Task { _ = await broker.cancelInteractiveFlow(requestId) } }
-            }
+            outcome = try await signIn.value
         } catch {
             recordFailure(error, caller: caller, clientId: p.clientId, scopes: requested, account: p.loginHint.map { (nil, $0) })
             throw error
@@ -223,10 +228,14 @@ extension RequestRouter {
         case .protectionPoliciesRequired: code = RPCErrorCode.serverProtectionPoliciesRequired
         case .userCanceled: code = RPCErrorCode.userCanceled
         case .serverError: code = RPCErrorCode.serverError
-        case .unavailable:
+        case .unavailable(_, let retryAfter):
             code = RPCErrorCode.serverError
             data["reason"] = .string("unavailable")
             data["retryable"] = .bool(true)
+            if let retryAfter {
+                data["network"] = .bool(true)
+                data["retryAfter"] = .int(Int(retryAfter))
+            }
         case .invalidRequest(_, let reason):
             return RPCError.invalidParams(failure.description, reason: reason)
         case .internal: code = RPCErrorCode.brokerInternal
@@ -249,15 +258,17 @@ extension RequestRouter {
         let selected = Set(wanted)
         link.attach(Task {
             for await event in events where selected.contains(event.name) {
-                guard let json = try? Self.params(of: event) else { continue }
+                guard let json = try? Self.params(of: event) ?? nil else { continue }
                 link.sendEvent(RPCEnvelope.notification(method: event.name, paramsJSON: json))
             }
         })
         return try ProtocolCoding.encode(SubscribeResult(events: wanted))
     }
 
-    static func params(of event: BrokerEvent) throws -> [UInt8] {
+    /// nil for the broker's internal events (hooks), which `subscribe` does not offer.
+    static func params(of event: BrokerEvent) throws -> [UInt8]? {
         switch event {
+        case .tokenRefreshed, .refreshFailed, .browserSignInPending: return nil
         case .accountAdded(let hid): return try ProtocolCoding.encode(AccountEventNotification(homeAccountId: hid, clientId: nil))
         case .accountRemoved(let hid, let client):
             return try ProtocolCoding.encode(AccountEventNotification(homeAccountId: hid, clientId: client))

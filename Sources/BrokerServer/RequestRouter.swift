@@ -260,7 +260,13 @@ final class RequestRouter: Sendable {
             lastWriteError: core.lastWriteError, problems: core.problems + [apps.problem].compactMap { $0 }, signInRequired: core.signInRequired,
             connections: state.connectionCount, requestsServed: state.requestsServed,
             dbusBroker: info.dbusBroker.description, pendingSignIns: core.pendingSignIns.map(Self.wire),
-            pendingConsents: await apps.pendingConsents().map(Self.wire))
+            pendingConsents: await apps.pendingConsents().map(Self.wire),
+            network: NetworkStatus(
+                unreachableHosts: core.unreachableHosts.map {
+                    UnreachableHost(host: $0.host, reason: $0.why, failures: $0.failures, retryAfter: $0.retryAfter)
+                },
+                learned: core.learned.map { LearnedFact(kind: $0.kind.rawValue, subject: $0.subject, learnedAt: $0.learnedAt) },
+                clockSkew: core.clockSkew.map { HostClockSkew(host: $0.host, skewSeconds: $0.skewSeconds, measuredAt: $0.measuredAt) }))
     }
 
     // MARK: Core → wire

@@ -278,3 +278,69 @@ static inline int brokerd_accept_cloexec(int fd) {
 static inline int brokerd_eventfd_nonblocking(void) {
     return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
+
+// MARK: System bus signals that say the network may be back (SystemEvents)
+
+// What a system signal said: resumed from suspend (logind's PrepareForSleep(false)), or NetworkManager's state
+// changed to `value` (70 is NM_STATE_CONNECTED_GLOBAL).
+enum brokerd_system_event { BROKERD_RESUMED = 1, BROKERD_NETWORK_STATE = 2 };
+
+struct brokerd_system_event_target {
+    void (*handler)(int event, uint32_t value, void *context);
+    void *context;
+};
+
+static int brokerd_prepare_for_sleep(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    int sleeping = 0;
+    if (sd_bus_message_read(m, "b", &sleeping) < 0 || sleeping) return 0;
+    struct brokerd_system_event_target *target = (struct brokerd_system_event_target *)userdata;
+    target->handler(BROKERD_RESUMED, 0, target->context);
+    return 0;
+}
+
+static int brokerd_network_state_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    uint32_t state = 0;
+    if (sd_bus_message_read(m, "u", &state) < 0) return 0;
+    struct brokerd_system_event_target *target = (struct brokerd_system_event_target *)userdata;
+    target->handler(BROKERD_NETWORK_STATE, state, target->context);
+    return 0;
+}
+
+// Subscribes to both signals, by path, interface and member, whoever sends them: on the real system bus only logind
+// and NetworkManager own those names, and a forged signal can do no more than make brokerd try the network early.
+static inline int brokerd_watch_system_events(sd_bus *bus, struct brokerd_system_event_target *target) {
+    int r = sd_bus_match_signal(bus, NULL, NULL, "/org/freedesktop/login1", "org.freedesktop.login1.Manager",
+                                "PrepareForSleep", brokerd_prepare_for_sleep, target);
+    if (r < 0) return r;
+    return sd_bus_match_signal(bus, NULL, NULL, "/org/freedesktop/NetworkManager", "org.freedesktop.NetworkManager",
+                               "StateChanged", brokerd_network_state_changed, target);
+}
+
+// MARK: Callers that leave the bus (the D-Bus front end)
+
+typedef void (*brokerd_name_left_handler)(const char *unique_name, void *context);
+
+struct brokerd_name_left_target {
+    brokerd_name_left_handler handler;
+    void *context;
+};
+
+static int brokerd_name_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const char *name = NULL, *old_owner = NULL, *new_owner = NULL;
+    if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0) return 0;
+    // A unique name (":1.42") that lost its owner: that connection closed. Unique names are never reused.
+    if (name && name[0] == ':' && new_owner && new_owner[0] == '\0') {
+        struct brokerd_name_left_target *target = (struct brokerd_name_left_target *)userdata;
+        target->handler(name, target->context);
+    }
+    return 0;
+}
+
+// Subscribes to the bus daemon's NameOwnerChanged (only the bus itself, org.freedesktop.DBus, is believed).
+static inline int brokerd_watch_names_leaving(sd_bus *bus, struct brokerd_name_left_target *target) {
+    return sd_bus_match_signal(bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                               "NameOwnerChanged", brokerd_name_owner_changed, target);
+}

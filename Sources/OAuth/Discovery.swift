@@ -7,7 +7,9 @@ public actor Discovery {
     private let ttl: Int64
     private let clock: @Sendable () -> Int64
     private var cache: [String: (metadata: ProviderMetadata, fetchedAt: Int64)] = [:]
-    private var inFlight: [String: Task<ProviderMetadata, Error>] = [:]
+    /// Fetches under way, with how many callers wait for each: the last one to give up (its task cancelled: the app
+    /// that asked went away) cancels the fetch, so that a request hanging on a dead network is dropped with it.
+    private var inFlight: [String: (task: Task<ProviderMetadata, Error>, waiters: Int)] = [:]
     public private(set) var fetches = 0
 
     public init(transport: HTTPTransport, ttlSeconds: Int64 = 24 * 3600, clock: @escaping @Sendable () -> Int64) {
@@ -22,18 +24,31 @@ public actor Discovery {
         if let hit = cache[key], clock() - hit.fetchedAt < ttl { return hit.metadata }
         let task: Task<ProviderMetadata, Error>
         if let running = inFlight[key] {
-            task = running
+            task = running.task
+            inFlight[key]?.waiters += 1
         } else {
             task = Task { try await self.fetch(key) }
-            inFlight[key] = task
+            inFlight[key] = (task, 1)
         }
         do {
-            let metadata = try await task.value
-            inFlight[key] = nil
+            let metadata = try await withTaskCancellationHandler { try await task.value } onCancel: {
+                Task { await self.giveUp(key, task) }
+            }
+            if inFlight[key]?.task == task { inFlight[key] = nil }
             return metadata
         } catch {
+            if inFlight[key]?.task == task { inFlight[key] = nil }
+            throw (error as? OAuthFailure) ?? .transient("discovery was cancelled")
+        }
+    }
+
+    private func giveUp(_ key: String, _ task: Task<ProviderMetadata, Error>) {
+        guard let running = inFlight[key], running.task == task else { return }
+        if running.waiters > 1 {
+            inFlight[key]?.waiters -= 1
+        } else {
             inFlight[key] = nil
-            throw (error as? OAuthFailure) ?? .invalidResponse("\(error)")
+            task.cancel()
         }
     }
 

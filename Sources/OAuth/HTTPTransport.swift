@@ -12,11 +12,16 @@ public final class HTTPTransport: Sendable {
         /// Accept `http://127.0.0.1`, `http://[::1]` and `http://localhost` URLs (never other plain-HTTP hosts).
         public var allowLoopbackHTTP: Bool
         public var timeoutSeconds: Int64
+        /// Seconds to wait for a connection (name resolution included): offline, this is what a first request
+        /// costs before it fails; later ones fail at once while the host backs off (HostBackoff).
+        public var connectTimeoutSeconds: Int64
 
-        public init(caFile: String? = nil, allowLoopbackHTTP: Bool = false, timeoutSeconds: Int64 = 30) {
+        public init(caFile: String? = nil, allowLoopbackHTTP: Bool = false, timeoutSeconds: Int64 = 30,
+                    connectTimeoutSeconds: Int64 = 3) {
             self.caFile = caFile
             self.allowLoopbackHTTP = allowLoopbackHTTP
             self.timeoutSeconds = timeoutSeconds
+            self.connectTimeoutSeconds = connectTimeoutSeconds
         }
     }
 
@@ -31,16 +36,24 @@ public final class HTTPTransport: Sendable {
     }
 
     public let settings: Settings
+    /// Hosts that could not be reached lately: requests to them fail at once until their backoff ends.
+    public let backoff: HostBackoff
+    /// Each host's clock against ours, from its answers' `Date` headers.
+    public let clocks: HostClocks
     private let client: HTTPClient
 
-    public init(settings: Settings) throws {
+    /// `clock`: seconds on a clock that only moves forward, for the backoff; `wallClock`: Unix seconds, to compare
+    /// with the hosts' `Date` headers.
+    public init(settings: Settings, clock: @escaping @Sendable () -> Int64, wallClock: @escaping @Sendable () -> Int64) throws {
         self.settings = settings
+        backoff = HostBackoff(clock: clock)
+        clocks = HostClocks(wallClock: wallClock)
         var configuration = HTTPClient.Configuration()
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile = settings.caFile { tls.trustRoots = .file(caFile) }
         configuration.tlsConfiguration = tls
         configuration.redirectConfiguration = .disallow
-        configuration.timeout = .init(connect: .seconds(5), read: .seconds(settings.timeoutSeconds))
+        configuration.timeout = .init(connect: .seconds(settings.connectTimeoutSeconds), read: .seconds(settings.timeoutSeconds))
         configuration.httpVersion = .http1Only
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
@@ -86,23 +99,34 @@ public final class HTTPTransport: Sendable {
     /// The whole exchange, body included, ends by the deadline. AsyncHTTPClient's own deadline stops at the
     /// response head, and its read timeout restarts with every byte: a server dripping its body a byte at a time
     /// would otherwise hold the flow, and the caller, for as long as it likes.
+    ///
+    /// A host that could not be reached is not tried again until its backoff ends (`backoff`): the request fails at
+    /// once with `.unreachable`. Any answer, an error status included, shows the host reachable.
     private func execute(_ request: HTTPClientRequest) async throws(OAuthFailure) -> Response {
         let seconds = settings.timeoutSeconds
-        let host = HTTPTransport.host(of: request.url) ?? request.url
+        let host = HTTPURL(request.url)?.hostPort ?? request.url
+        if let blocked = backoff.blocked(host) { throw .unreachable(blocked) }
         do {
-            return try await Self.within(.seconds(seconds)) { [client] in
+            let response = try await Self.within(.seconds(seconds)) { [client] in
                 let response = try await client.execute(request, timeout: .seconds(seconds))
                 let body = try await response.body.collect(upTo: Self.maxBodyBytes)
                 return Response(status: Int(response.status.code), body: Array(buffer: body),
                                 headers: response.headers.map { ($0.name, $0.value) })
             }
+            backoff.reached(host)
+            clocks.note(host: host, dateHeader: response.header("Date"))
+            return response
         } catch is NIOTooManyBytesError {
+            backoff.reached(host)
             throw .invalidResponse("the answer from \(host) is larger than \(Self.maxBodyBytes >> 20) MiB")
+        } catch where Task.isCancelled {
+            // Its caller went away: nothing is known about the host.
+            throw .transient("the request to \(host) was cancelled")
         } catch is DeadlineExceeded {
-            throw .transient("\(host) did not answer within \(seconds) s")
+            throw .unreachable(backoff.failed(host, why: "no answer within \(seconds) s"))
         } catch {
-            // Connection refused, TLS failure, timeout: the IdP could not be reached; nothing was decided.
-            throw .transient("cannot reach \(host): \(Self.describe(error))")
+            // Connection refused, no route, name resolution, TLS failure, timeout: nothing was decided.
+            throw .unreachable(backoff.failed(host, why: Self.describe(error)))
         }
     }
 

@@ -51,6 +51,9 @@ public enum OAuthFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// The IdP could not be reached or was temporarily unable to answer (connection refused, timeout, 5xx, 429).
     /// Nothing was decided: retry later; no refresh token is given up for this.
     case transient(String)
+    /// The host could not be reached: no connection, no answer in time. The host is left alone for
+    /// `retryAfter` seconds (HostBackoff): requests to it until then fail at once with this.
+    case unreachable(HostBackoff.Blocked)
     /// The IdP answered with something that is not a valid OAuth/OIDC response.
     case invalidResponse(String)
     /// The request cannot be made as asked (an authority that is not https, a missing endpoint).
@@ -62,6 +65,8 @@ public enum OAuthFailure: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .oauth(let response): return "the identity provider refused: \(response)"
         case .transient(let why): return "the identity provider is unavailable: \(why)"
+        case .unreachable(let blocked):
+            return "cannot reach \(blocked.host): \(blocked.why) (network; tried again in \(blocked.retryAfter) s, sooner if the network changes)"
         case .invalidResponse(let why): return "unexpected answer from the identity provider: \(why)"
         case .configuration(let why): return why
         case .idToken(let why): return "id_token rejected: \(why)"

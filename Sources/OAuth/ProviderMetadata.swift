@@ -38,4 +38,17 @@ public struct ProviderMetadata: Sendable, Equatable {
                   jwksURI: object["jwks_uri"]?.stringValue, revocationEndpoint: object["revocation_endpoint"]?.stringValue,
                   userinfoEndpoint: object["userinfo_endpoint"]?.stringValue)
     }
+
+    /// The document as brokerd keeps it: the fields read, under their discovery names (`init(json:source:)` reads it).
+    public var json: String {
+        var object = JSONObject([
+            "issuer": .string(issuer), "authorization_endpoint": .string(authorizationEndpoint),
+            "token_endpoint": .string(tokenEndpoint),
+        ])
+        if let deviceAuthorizationEndpoint { object["device_authorization_endpoint"] = .string(deviceAuthorizationEndpoint) }
+        if let jwksURI { object["jwks_uri"] = .string(jwksURI) }
+        if let revocationEndpoint { object["revocation_endpoint"] = .string(revocationEndpoint) }
+        if let userinfoEndpoint { object["userinfo_endpoint"] = .string(userinfoEndpoint) }
+        return JSONWriter().string(.object(object))
+    }
 }

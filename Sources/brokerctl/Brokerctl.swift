@@ -13,14 +13,17 @@ import Glibc
 struct Brokerctl: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "brokerctl",
-        abstract: "Control brokerd, the identity broker: accounts, removal, sign-out, cache import and export.",
+        abstract: "Control brokerd, the identity broker: accounts, removal, sign-out, cache import and export, diagnosis.",
         discussion: """
             Exit status: 0 success, 1 the broker refused or failed the request, 3 brokerd is not running, \
-            4 the account must sign in again (interaction required), 64 usage error.
+            4 the account must sign in again (interaction required), 64 usage error. 'brokerctl doctor' exits 1 when \
+            it finds an error; 'brokerctl version' exits 0 without brokerd too. \
+            When something does not work, run 'brokerctl doctor': it checks brokerd, its socket, systemd units, \
+            session bus, key store, network and clock, and says how to fix what it finds.
             """,
         version: brokerVersion,
         subcommands: [Status.self, Accounts.self, Login.self, Token.self, Remove.self, SignOut.self, Import.self, Export.self,
-                      Watch.self, Apps.self, Log.self, Version.self])
+                      Watch.self, Apps.self, Log.self, Doctor.self, Version.self])
 
     /// `--socket PATH` is accepted before the subcommand too (`brokerctl --socket S status`), as in ssh-add -s style tools.
     static func main() async {
@@ -74,7 +77,8 @@ func withBroker<T>(_ body: () async throws -> T) async throws -> T {
         switch error {
         case .brokerNotRunning(let socket, let reason):
             printError("brokerctl: brokerd is not running at \(socket) (\(reason)).")
-            printError("hint: start it with 'systemctl --user start brokerd.socket' or run 'brokerd' in a terminal.")
+            printError("hint: start it with 'systemctl --user start brokerd.socket' or run 'brokerd' in a terminal; "
+                       + "'brokerctl doctor' says what else is wrong.")
             throw ExitCode(ExitStatus.notRunning)
         case .interactionRequired(let detail):
             printError("brokerctl: \(detail.message)")

@@ -144,14 +144,41 @@ struct Export: AsyncParsableCommand {
 
 struct Version: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "version", abstract: "Show the versions of brokerctl and of the running brokerd.")
+        commandName: "version", abstract: "Show the versions of brokerctl and of the running brokerd.",
+        discussion: """
+            Answers without brokerd too (exit status 0): brokerctl's version, and brokerd's when it runs. --json prints \
+            {"brokerctl": {"version", "protocolVersion"}, "brokerd": {"version", "protocolVersion", "methods"}}, \
+            "brokerd" absent when it does not answer and "brokerdError" saying why.
+            """)
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var output: OutputOptions
 
+    struct Versions: Encodable {
+        struct Own: Encodable {
+            var version: String
+            var protocolVersion: String
+        }
+
+        var brokerctl = Own(version: brokerVersion, protocolVersion: brokerProtocolVersion)
+        var brokerd: BrokerVersionResult?
+        var brokerdError: String?
+    }
+
     func run() async throws {
-        let result = try await withBroker { try await connection.control().version() }
-        if output.json { return try printJSON(result) }
+        var versions = Versions()
+        do {
+            versions.brokerd = try await connection.control().version()
+        } catch .brokerNotRunning(let socket, _) {
+            versions.brokerdError = "not running at \(socket)"
+        } catch {
+            versions.brokerdError = "\(error)"
+        }
+        if output.json { return try printJSON(versions) }
         print("brokerctl \(brokerVersion) (protocol \(brokerProtocolVersion))")
-        print("brokerd \(result.version) (protocol \(result.protocolVersion))")
+        if let daemon = versions.brokerd {
+            print("brokerd \(daemon.version) (protocol \(daemon.protocolVersion))")
+        } else {
+            print("brokerd: \(versions.brokerdError ?? "unknown")")
+        }
     }
 }

@@ -62,6 +62,7 @@ struct Login: AsyncParsableCommand {
     var loginHint: String?
     @Option(help: "The OIDC prompt: login, consent, select_account or none.")
     var prompt: String?
+    @OptionGroup var qrCode: QROptions
     @OptionGroup var connection: ConnectionOptions
     @OptionGroup var output: OutputOptions
 
@@ -75,22 +76,26 @@ struct Login: AsyncParsableCommand {
         let resolved = try target.resolve()
         let app = connection.application(clientId: resolved.clientId, authority: resolved.authority)
         let promptType = prompt.flatMap(PromptType.init(rawValue:))
+        // The prompt goes to standard error, so the QR code goes there too, and by default only when that is a terminal.
+        let showsQR = qrCode.shows(on: 2)
         let result = try await withBroker {
             try await app.acquireToken(scopes: resolved.scopes, flow: deviceCode ? .deviceCode : .browser, loginHint: loginHint,
-                                       prompt: promptType, onPrompt: Login.show)
+                                       prompt: promptType, onPrompt: { Login.show($0, qr: showsQR) })
         }
         if output.json { return try printJSON(result.wire) }
         print("Signed in as \(result.account.username.isEmpty ? "(no username)" : result.account.username) "
               + "(\(result.account.identifier)) for \(resolved.clientId).")
     }
 
-    /// What the user must do, on stderr (stdout stays for the result).
-    @Sendable static func show(_ prompt: InteractivePrompt) {
+    /// What the user must do, on stderr (stdout stays for the result). A device code's address may also be shown as
+    /// a QR code, written with the message at once so that a reader of the stream never sees half of it.
+    @Sendable static func show(_ prompt: InteractivePrompt, qr: Bool) {
         switch prompt {
         case .openBrowser(let url, _):
             printError("To sign in, open this address in a browser (brokerd also tries to open it):\n\n  \(url)\n")
-        case .deviceCode(_, _, _, let message, _):
-            printError(message)
+        case .deviceCode(_, let verificationURI, _, let message, _):
+            let code = qr ? TerminalQR.text(for: verificationURI) : nil
+            printError(message + (code.map { "\n\n" + $0 + "\n" } ?? ""))
         }
     }
 }

@@ -18,8 +18,12 @@ struct Watch: AsyncParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @Flag(help: "One JSON object per event and line.")
     var json = false
+    @OptionGroup var qrCode: QROptions
 
     func validate() throws {
+        if json, qrCode.qr == true {
+            throw ValidationError("--qr does not go with --json (one JSON object per line; signIn.verificationUri is the address)")
+        }
         for name in events where !BrokerNotification.events.map(\.rawValue).contains(name) {
             throw ValidationError("unknown event '\(name)' (events: \(BrokerNotification.events.map(\.rawValue).joined(separator: ", ")))")
         }
@@ -29,12 +33,21 @@ struct Watch: AsyncParsableCommand {
         let kinds = events.compactMap(BrokerNotification.init(rawValue:))
         let stream = try await withBroker { try await connection.control().events(kinds.isEmpty ? nil : kinds) }
         printError("brokerctl: watching brokerd's events (Ctrl-C to stop)")
+        let showsQR = !json && qrCode.shows(on: 1)
         try await withBroker {
             for try await event in stream {
-                Self.emit(json ? try Self.json(event) : Format.timeOfDay(Format.now()) + "  " + Format.event(event, now: Format.now()))
+                Self.emit(json ? try Self.json(event) : Self.text(event, qr: showsQR))
             }
             throw BrokerError.brokerNotRunning(socket: connection.socket ?? "brokerd's socket", reason: "brokerd stopped")
         }
+    }
+
+    /// The event's line; a waiting device-code sign-in's address follows as a QR code when `qr`.
+    static func text(_ event: BrokerEvent, qr: Bool) -> String {
+        let line = Format.timeOfDay(Format.now()) + "  " + Format.event(event, now: Format.now())
+        guard qr, event.kind == .signInPending, let signIn = event.signIn,
+              let code = TerminalQR.text(for: signIn.verificationUri) else { return line }
+        return line + "\n" + code
     }
 
     /// Written at once (not through stdio's buffer): a reader of a pipe sees each event when it happens.

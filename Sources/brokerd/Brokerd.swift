@@ -98,6 +98,7 @@ struct Brokerd: AsyncParsableCommand {
             Self.fail("brokerd: cannot open the cache: \(error)", status: KeyStoreChoice.exitStatus(of: error))
         }
         for note in await store.keyNotes { logger.notice("key store: \(note)") }
+        let hooks = await HookRunner.start(broker: broker, settings: configuration.hooks, logger: logger)
 
         let activated: Int32?
         do { activated = try SocketActivation.listeningUnixSocket() } catch {
@@ -145,6 +146,7 @@ struct Brokerd: AsyncParsableCommand {
                 keepAliveSeconds: Int64(configuration.keepAliveDays) * 86_400,
                 firstBackoffSeconds: Int64(configuration.refreshBackoffSeconds)))
         } : nil
+        let networkWatch = NetworkWatch.start(broker, logger: logger)
         // Start-up is over once the cache is loaded and the D-Bus front end has started (just above): what it
         // mapped of code and read-only data and will not run again goes (StartupPages).
         let settled = Task {
@@ -173,6 +175,7 @@ struct Brokerd: AsyncParsableCommand {
                                          cliLevel: logLevel, current: configuration, logger: logger) {
                     grace = reloaded.shutdownGraceSeconds
                     await apps.update(Self.appSettings(reloaded), retention: Self.auditRetention(reloaded))
+                    await hooks.update(reloaded.hooks)
                     // Authorities, CA bundle and sign-in settings apply to the next request.
                     if Self.identitySettings(reloaded) != identity.settings {
                         do {
@@ -199,8 +202,10 @@ struct Brokerd: AsyncParsableCommand {
         watchdog?.cancel()
         statusUpdates.cancel()
         backgroundRefresh?.cancel()
+        networkWatch.stop()
         dbus?.stop()
         consentNotifications?.stop()
+        await hooks.stop()
         await server.shutdown(grace: .seconds(grace), removeSocketFile: activated == nil)
         await broker.flush()
         auditWriter.cancel()
@@ -263,7 +268,8 @@ struct Brokerd: AsyncParsableCommand {
         }
         return IdentityProvider.Settings(
             caFile: configuration.caFile, allowLoopbackHTTP: configuration.allowLoopbackHTTP,
-            requestTimeoutSeconds: Int64(configuration.requestTimeoutSeconds), defaultAuthority: configuration.defaultAuthority, clientAuthorities: authorities,
+            requestTimeoutSeconds: Int64(configuration.requestTimeoutSeconds),
+            connectTimeoutSeconds: Int64(configuration.connectTimeoutSeconds), defaultAuthority: configuration.defaultAuthority, clientAuthorities: authorities,
             openBrowser: configuration.openBrowser,
             interactiveTimeoutSeconds: Int64(configuration.interactiveTimeoutSeconds),
             microsoftBaseURL: configuration.microsoftBaseURL, trustedAuthorityHosts: configuration.trustedAuthorityHosts,

@@ -276,4 +276,36 @@ final class ConfigTests: XCTestCase {
         XCTAssertEqual(BrokerConfiguration().refreshBackoffSeconds, 60)
         XCTAssertEqual(error("refresh_backoff = 0")?.message, "'refresh_backoff' must be an integer in 1...3600")
     }
+
+    func testHooksTable() throws {
+        XCTAssertEqual(BrokerConfiguration().hooks, BrokerConfiguration.Hooks(commands: [:], timeoutSeconds: 10))
+        let config = try BrokerConfiguration.parse("""
+            [hooks]
+            sign_in_required = 'notify-send "Sign in again: $BROKERD_USERNAME"'
+            sign_in_pending = "echo $BROKERD_USER_CODE"
+            token_refreshed = "logger refreshed"
+            refresh_failed = "logger failed"
+            timeout = 300
+            """)
+        XCTAssertEqual(config.hooks.commands, [
+            .signInRequired: #"notify-send "Sign in again: $BROKERD_USERNAME""#, .signInPending: "echo $BROKERD_USER_CODE",
+            .tokenRefreshed: "logger refreshed", .refreshFailed: "logger failed",
+        ])
+        XCTAssertEqual(config.hooks.timeoutSeconds, 300)
+        XCTAssertEqual(try BrokerConfiguration.parse("hooks.refresh_failed = \"x\"").hooks.commands, [.refreshFailed: "x"])
+        XCTAssertEqual(try BrokerConfiguration.parse("[hooks]\ntimeout = 1").hooks, .init(commands: [:], timeoutSeconds: 1))
+    }
+
+    func testHooksMistakesAreRefused() {
+        for timeout in ["0", "301", "\"10\"", "1.5"] {
+            XCTAssertEqual(error("[hooks]\ntimeout = \(timeout)"), TOMLError(line: 2, message: "'timeout' must be an integer in 1...300"), timeout)
+        }
+        XCTAssertEqual(error("[hooks]\non_refresh = \"x\""), TOMLError(line: 2, message:
+            "[hooks]: unknown setting 'on_refresh' (sign_in_required, sign_in_pending, token_refreshed, refresh_failed, timeout)"))
+        for command in ["\"\"", "\"  \"", "true", "[\"echo\"]"] {
+            XCTAssertEqual(error("[hooks]\ntoken_refreshed = \(command)"),
+                           TOMLError(line: 2, message: "[hooks] token_refreshed must be a non-empty shell command (a string)"), command)
+        }
+        XCTAssertEqual(error("hooks = \"echo\"")?.message, "'hooks' must be a table ([hooks])")
+    }
 }

@@ -181,9 +181,12 @@ final class HeadlessSignInTests: XCTestCase {
         _ = try waitForPendingSignIn(daemon, app: app, appLog: appLog)
         let watched = try RawClient(daemon.socket, receiveTimeout: 30)
         XCTAssertNotNil(try watched.call(#"{"jsonrpc":"2.0","id":1,"method":"subscribe","params":{"events":["signInEnded"]}}"#)["result"])
-        let cancel = #"{"error":{"context":"The InteractiveRequest was canceled on behalf of the user","diagnostics":null,"errorCode":0,"status":7,"subStatus":0,"tag":579379414}}"#
-        let canceled = try bus.busctl(["call", "com.microsoft.identity.broker1", "/com/microsoft/identity/broker1",
-                                       "com.microsoft.identity.Broker1", "cancelInteractiveFlow", "sss", "0.0", "cid", cancel])
+        // The cancel comes from the same app (another process of msal-python's interpreter): a cancel ends only its
+        // caller's own sign-ins.
+        let cancel = bus.directory.path + "/cancel.json"
+        try MSALPythonReachTests.cancelRequest.write(toFile: cancel, atomically: true, encoding: .utf8)
+        let canceled = try runCommand(python, [TestIdP.root + "/Tests/dbus/one_connection.py", "call:cancelInteractiveFlow:\(cancel)"],
+                                      environment: bus.environment)
         XCTAssertEqual(canceled.status, 0, canceled.stderr)
         let ended = try watched.readMessage()
         XCTAssertEqual(ended["method"] as? String, "signInEnded")

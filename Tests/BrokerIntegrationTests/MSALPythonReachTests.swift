@@ -168,14 +168,23 @@ final class MSALPythonReachTests: XCTestCase {
                                      environment: bus.environment)
         waitForFile(opened)  // brokerd is waiting for the browser's redirect
 
-        let cancel = #"{"error":{"context":"The InteractiveRequest was canceled on behalf of the user","diagnostics":null,"errorCode":0,"status":7,"subStatus":0,"tag":579379414}}"#
-        let cancelled = try bus.broker1("cancelInteractiveFlow", cancel)
-        XCTAssertEqual(cancelled.answer?.count, 0, "{} as the client accepts it: \(cancelled.result.stderr)")
+        // Another app's cancel (busctl's) ends none of this app's sign-ins.
+        let foreign = try bus.broker1("cancelInteractiveFlow", Self.cancelRequest)
+        XCTAssertEqual(foreign.answer?.count, 0, "{} as the client accepts it: \(foreign.result.stderr)")
+        try waitFor("the foreign cancel answered") { daemon.log.contains("cancelInteractiveFlow ended 0 sign-in(s)") }
+        // The same app's (another process of msal-python's interpreter: the same executable) ends it.
+        let request = entra.directory.path + "/cancel.json"
+        try Self.cancelRequest.write(toFile: request, atomically: true, encoding: .utf8)
+        let own = try runCommand(python, [TestIdP.root + "/Tests/dbus/one_connection.py", "call:cancelInteractiveFlow:\(request)"],
+                                 environment: bus.environment)
+        XCTAssertEqual(own.status, 0, own.stderr)
         let steps = report(app.finish())
         XCTAssertEqual(steps.first?["error"] as? String, "broker_error", "\(steps) \(daemon.log)")
         XCTAssertTrue((steps.first?["error_description"] as? String)?.contains("Status_UserCanceled") == true, "\(steps)")
         // brokerd's reason, not its own time limit ("no sign-in within N s"): the cancel ended it.
-        XCTAssertTrue((steps.first?["error_description"] as? String)?.contains("the sign-in was canceled") == true, "\(steps)")
+        let cancels = daemon.log.split(separator: "\n").filter { $0.contains("cancelInteractiveFlow") || $0.contains("identified") }
+        XCTAssertTrue((steps.first?["error_description"] as? String)?.contains("the sign-in was canceled") == true,
+                      "\(steps) \(cancels.joined(separator: "\n"))")
         XCTAssertNil(steps.first?["access_token_sha256"])
 
         XCTAssertEqual(try entra.tokenRequests().count, 0, "no code was redeemed")
@@ -183,6 +192,35 @@ final class MSALPythonReachTests: XCTestCase {
         let accounts = try bus.broker1("getAccounts", #"{"clientId":"\#(TestEntra.famA)"}"#).answer?["accounts"] as? [Any]
         XCTAssertEqual(accounts?.count, 0, "serving still")
         XCTAssertEqual(try daemon.ctl(["status"]).status, 0)
+    }
+
+    /// pymsalruntime's cancel (its shape: an error object, a new correlation id).
+    static let cancelRequest = #"{"error":{"context":"The InteractiveRequest was canceled on behalf of the user","diagnostics":null,"errorCode":0,"status":7,"subStatus":0,"tag":579379414}}"#
+
+    /// An app that leaves the bus (killed while it waits) leaves no sign-in behind: its unique name's
+    /// NameOwnerChanged ends the device-code sign-in it started, which leaves the status.
+    func testASignInEndsWhenItsCallerLeavesTheBus() throws {
+        let entra = try TestEntra()
+        let bus = try PrivateSessionBus()
+        try bus.startSecretService()
+        let daemon = try Daemon(config: entra.brokerConfig + "\ndbus_sign_in = \"device-code\"")
+        daemon.environment = ["DBUS_SESSION_BUS_ADDRESS": bus.address]
+        try daemon.start()
+        try bus.waitForBroker()
+
+        let app = try RunningCommand(python, [appScript, entra.http, TestEntra.famA, "interactive|\(TestEntra.graph)"],
+                                     environment: bus.environment)
+        func pendingSignIns() throws -> Int {
+            let status = try daemon.ctl(["status", "--json"])
+            let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+            return (object?["pendingSignIns"] as? [Any])?.count ?? 0
+        }
+        try waitFor("the device-code sign-in to wait for the user") { try pendingSignIns() == 1 }
+        kill(app.process.processIdentifier, SIGKILL)
+        _ = app.finish()
+        try waitFor("the sign-in to end with its caller") { try pendingSignIns() == 0 }
+        XCTAssertTrue(daemon.log.contains("D-Bus caller left the bus; its sign-ins end"), daemon.log)
+        XCTAssertEqual(try entra.tokenRequests().count, 0, "nothing was redeemed")
     }
 
     /// What the real client's own cancel does: pymsalruntime's cancel_async_operation() sends cancelInteractiveFlow

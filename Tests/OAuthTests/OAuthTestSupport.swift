@@ -39,6 +39,7 @@ func kind(_ failure: OAuthFailure) -> String {
     switch failure {
     case .oauth: return "oauth"
     case .transient: return "transient"
+    case .unreachable: return "unreachable"
     case .invalidResponse: return "invalidResponse"
     case .configuration: return "configuration"
     case .idToken: return "idToken"

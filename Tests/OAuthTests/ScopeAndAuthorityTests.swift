@@ -129,7 +129,7 @@ final class HTTPTransportCheckTests: XCTestCase {
     }
 
     func testStrictSettings() async throws {
-        let transport = try HTTPTransport(settings: .init(allowLoopbackHTTP: false))
+        let transport = try HTTPTransport(settings: .init(allowLoopbackHTTP: false), clock: { 0 }, wallClock: { 0 })
         XCTAssertTrue(isAllowed(transport, "https://login.microsoftonline.com/common/oauth2/v2.0/token"))
         XCTAssertTrue(isAllowed(transport, "HTTPS://Login.Example.COM/x"))
         XCTAssertFalse(isAllowed(transport, "http://127.0.0.1:8080/token"))
@@ -147,7 +147,7 @@ final class HTTPTransportCheckTests: XCTestCase {
     }
 
     func testLoopbackAllowed() async throws {
-        let transport = try HTTPTransport(settings: .init(allowLoopbackHTTP: true))
+        let transport = try HTTPTransport(settings: .init(allowLoopbackHTTP: true), clock: { 0 }, wallClock: { 0 })
         XCTAssertTrue(isAllowed(transport, "https://login.microsoftonline.com/common"))
         XCTAssertTrue(isAllowed(transport, "http://127.0.0.1:8080/token"))
         XCTAssertTrue(isAllowed(transport, "http://127.0.0.1/token"))

@@ -255,42 +255,10 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
         esac
         shift
     done
-    brokerd=$bin_dir/brokerd brokerctl=$bin_dir/brokerctl
-    [[ -x $brokerd && -x $brokerctl ]] || { echo "dbus.sh: no brokerd/brokerctl in $bin_dir" >&2; exit 1; }
-    py=$root/.build-bench/venv/bin/python
-    [[ -x $py ]] || py=python3
-    work=$(mktemp -d /tmp/brokerd-dbus-bench.XXXXXX)
+    source "$root/scripts/bench/standalone.sh"
+    standalone_setup dbus.sh
     out=$work/out
-    results=$work/results.env
     mkdir -p "$out"
-    daemons=()
-    cleanup() {
-        local pid
-        for pid in "${daemons[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-        for pid in "${daemons[@]}"; do wait "$pid" 2>/dev/null || true; done
-        if ((keep)); then echo "dbus.sh: kept $work" >&2; else rm -rf "$work"; fi
-    }
-    trap cleanup EXIT
-    unset BROKERD_SOCKET DBUS_SESSION_BUS_ADDRESS
-    export XDG_CONFIG_HOME=$work/xdg-config XDG_STATE_HOME=$work/xdg-state XDG_RUNTIME_DIR=$work/xdg-run
-    mkdir -p "$XDG_CONFIG_HOME" "$XDG_STATE_HOME" "$XDG_RUNTIME_DIR"
-    started=$SECONDS
-    record() { echo "$1=$2" >>"$results"; }
-    note() { echo "note=$*" >>"$results"; echo "dbus.sh: $*" >&2; }
-    step() { printf '[%3d s] %s\n' $((SECONDS - started)) "$*" >&2; }
-    field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p"; }
-    median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
-    meta() { "$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1.meta.json" "$2"; }
-    stop_daemon() {
-        local i left=() p
-        if kill -TERM "$1" 2>/dev/null; then
-            for ((i = 0; i < 600; i++)); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
-            kill -KILL "$1" 2>/dev/null || true
-        fi
-        wait "$1" 2>/dev/null || true
-        for p in "${daemons[@]}"; do [[ $p == "$1" ]] || left+=("$p"); done
-        daemons=(${left[@]+"${left[@]}"})
-    }
     all_cpus=$(taskset -pc $$ 2>/dev/null | sed 's/.*: //') || all_cpus=
     first_cpu=$(taskset -pc $$ 2>/dev/null | sed 's/.*: //' | tr ',' '\n' | head -n1 | cut -d- -f1) || first_cpu=
     ((${dbus_unpinned:-0})) && first_cpu=

@@ -218,6 +218,7 @@ public actor CacheStore {
         static let document = "document"
         static let use = "brokerd.use"
         static let state = "brokerd"
+        static let learned = "brokerd.learned"
     }
 
     /// How rows name their account in the database: as the cache's index does (TokenCache.addToIndex).
@@ -257,6 +258,9 @@ public actor CacheStore {
             return put(Section.use, key, JSONWriter().bytes(use.json))
         case .state(let json):
             return put(Section.state, "state", Array(json.utf8))
+        case .learned(let key, let fact):
+            guard let fact else { return .delete(section: Section.learned, key: key) }
+            return put(Section.learned, key, Array(fact.json.utf8))
         }
     }
 }
@@ -267,6 +271,7 @@ struct CacheAssembler: Sendable {
     private var document = CacheDocument()
     private var state: BrokerState?
     private var uses: [String: TokenUse] = [:]
+    private var learned = NetworkMemory()
 
     /// `counts`: rows per section, to size the tables once instead of growing them row by row.
     init(expecting counts: [String: Int] = [:]) {
@@ -295,6 +300,8 @@ struct CacheAssembler: Sendable {
             if let json = try? JSONReader.parse(row.body), let use = TokenUse(json: json) { uses[row.key] = use }
         } else if row.section == Section.state {
             state = BrokerState(json: String(decoding: row.body, as: UTF8.self))
+        } else if row.section == Section.learned {
+            if let fact = NetworkMemory.Fact(json: row.body) { learned.set(key: row.key, fact) }
         }
     }
 
@@ -308,12 +315,13 @@ struct CacheAssembler: Sendable {
         }
         document.otherSections += other.document.otherSections
         uses.merge(other.uses) { mine, _ in mine }
+        for (key, fact) in other.learned.facts { learned.set(key: key, fact) }
         if let theirs = other.state { state = theirs }
     }
 
     consuming func finish() -> TokenCache {
         var state = state ?? BrokerState()
         state.uses = uses
-        return TokenCache(document: document, state: state)
+        return TokenCache(document: document, state: state, learned: learned)
     }
 }

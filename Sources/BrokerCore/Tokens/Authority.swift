@@ -58,6 +58,10 @@ public struct Authority: Sendable, Equatable {
         return Self.tenantAliases.contains(only) || Self.isGUID(only)
     }
 
+    /// An Entra tenant named by its domain (…/contoso.example): tokens are filed under the tenant id, which the
+    /// tenant's discovery document gives (and NetworkMemory remembers).
+    public var namesTenantByDomain: Bool { kind == .entra && !isTenantAlias && !Self.isGUID(tenant) }
+
     /// Whether the tenant stands for "the account's home tenant" in silent requests (MSAL's rule).
     public var isTenantAlias: Bool { kind == .entra && Self.tenantAliases.contains(tenant.lowercased()) }
 

@@ -40,8 +40,27 @@ extension Broker {
             _ = await refreshDueTokens(settings, now: Self.now())
             // Token uses noted by cache hits are persisted here, not by the hits themselves.
             if cache.hasChangedRows { changed() }
-            try? await Task.sleep(for: .seconds(settings.checkIntervalSeconds))
+            if refreshAgain {
+                refreshAgain = false
+                continue
+            }
+            let wait = Task { _ = try? await Task.sleep(for: .seconds(settings.checkIntervalSeconds)) }
+            refreshWait = wait
+            await withTaskCancellationHandler { await wait.value } onCancel: { wait.cancel() }
+            refreshWait = nil
         }
+    }
+
+    /// The network may be back (an address or route appeared, the machine woke up, NetworkManager connected): every
+    /// host is worth trying again at once, and so is every background refresh that was waiting out a failure.
+    public func networkChanged(_ why: String) {
+        let hosts = identity?.transport.backoff.reset() ?? []
+        let waiting = refreshBackoff.count
+        refreshBackoff = [:]
+        logger.log(level: hosts.isEmpty && waiting == 0 ? .debug : .info, "network changed; trying again", metadata: [
+            "why": "\(why)", "hosts": "\(hosts.joined(separator: " "))", "waiting_refreshes": "\(waiting)",
+        ])
+        if let refreshWait { refreshWait.cancel() } else { refreshAgain = true }
     }
 
     /// One pass: renews the access tokens of recent uses that expire within `renewAheadSeconds` (or passed
@@ -73,6 +92,8 @@ extension Broker {
                     let base = min(settings.firstBackoffSeconds << min(failures - 1, 12), 3600)
                     let delay = max(1, Int64(Double(base) * Double.random(in: 0.5...1.5)))
                     refreshBackoff[use.key] = (failures, Self.elapsed() + delay)
+                    emit(.refreshFailed(homeAccountId: use.homeAccountId, clientId: use.clientId, authority: use.authority,
+                                        reason: error.description, retryInSeconds: delay))
                     logger.notice("background refresh failed; backing off", metadata: [
                         "client_id": "\(use.clientId)", "account": "\(use.homeAccountId)", "retry_in_s": "\(delay)",
                     ])

@@ -50,7 +50,8 @@ public enum InteractionPrompt: Sendable {
 
 extension Broker {
     /// Signs the user in with the system browser (authorization code + PKCE, loopback redirect) or a device code.
-    /// `prompt` is called with what to show; `cancelInteractiveFlow(requestId)` ends the wait with UserCanceled.
+    /// `prompt` is called with what to show; `cancelInteractiveFlow(requestId)` ends the wait with UserCanceled, and so
+    /// does cancelling the calling task (its caller went away), from discovery on.
     /// One flow per (client, login hint) at a time: a second one is refused while the first runs. A device code is
     /// also published (status, `signInPending`) until the sign-in ends, for callers that cannot show it themselves.
     public func acquireTokenInteractively(_ request: InteractiveTokenRequest,
@@ -66,7 +67,8 @@ extension Broker {
         }
         defer { interactiveSlots.remove(slot) }
         let requestId = PKCE.randomToken(bytes: 12)
-        let metadata = try await idp.metadata(authority)
+        let metadata = try await providerMetadata(authority, idp: idp)
+        if Task.isCancelled { throw .userCanceled("the sign-in was canceled: its caller went away") }
         let published = publishing(prompt, request: request, waitLimit: request.waitLimit(idp.settings))
         let task = Task<InteractiveResult, Error> {
             switch request.flow {
@@ -80,7 +82,7 @@ extension Broker {
         defer { interactiveFlows[requestId] = nil }
         let result: InteractiveResult
         do {
-            result = try await task.value
+            result = try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
             signInEnded(requestId, .completed)
         } catch {
             signInEnded(requestId, Self.signInEnd(of: error, cancelled: task.isCancelled))
@@ -120,6 +122,10 @@ extension Broker {
                     requestId: requestId, clientId: request.clientId, loginHint: request.loginHint, userCode: userCode,
                     verificationURI: uri, expiresOn: Self.now() + min(expiresIn, waitLimit), message: message))
             }
+            if case .browser(let requestId, let url) = shown {
+                await self.emit(.browserSignInPending(requestId: requestId, clientId: request.clientId,
+                                                      loginHint: request.loginHint, url: url))
+            }
             await prompt(shown)
         }
     }
@@ -147,6 +153,8 @@ struct BrowserSignIn: Sendable {
     let metadata: ProviderMetadata
     let request: InteractiveTokenRequest
     let requestId: String
+    /// How long the token endpoint may stay unreachable before the flow ends with the network error.
+    static let unreachableLimit: Duration = .seconds(60)
 
     func run(prompt: @escaping @Sendable (InteractionPrompt) async -> Void) async throws -> InteractiveResult {
         let pkce = PKCE(), state = PKCE.randomToken(bytes: 16), nonce = PKCE.randomToken(bytes: 16)
@@ -216,6 +224,8 @@ struct DeviceCodeSignIn: Sendable {
     let metadata: ProviderMetadata
     let request: InteractiveTokenRequest
     let requestId: String
+    /// How long the token endpoint may stay unreachable before the flow ends with the network error.
+    static let unreachableLimit: Duration = .seconds(60)
 
     func run(prompt: @escaping @Sendable (InteractionPrompt) async -> Void) async throws -> InteractiveResult {
         let wireScopes = Scopes.onTheWire(request.scopes + request.extraScopesToConsent)
@@ -230,13 +240,27 @@ struct DeviceCodeSignIn: Sendable {
                                      expiresIn: device.expiresIn, message: message))
             let deadline = ContinuousClock.now + .seconds(min(device.expiresIn, request.waitLimit(idp.settings)))
             var interval = device.interval
+            // Since when every poll has failed to reach the token endpoint: a code is not "expired" when the broker
+            // could not ask, and a flow whose endpoint stays unreachable ends with the network error.
+            var unreachableSince: ContinuousClock.Instant?
+            var lastNetworkFailure: OAuthFailure?
             while true {
                 try await Task.sleep(for: min(.seconds(interval), max(deadline - ContinuousClock.now, .zero)))
-                guard ContinuousClock.now < deadline else { throw DeviceCodeExpired() }
+                guard ContinuousClock.now < deadline else {
+                    if let lastNetworkFailure { throw lastNetworkFailure }
+                    throw DeviceCodeExpired()
+                }
                 let response: TokenResponse
                 do {
                     response = try await idp.tokens.pollDevice(device.deviceCode, clientId: request.clientId, metadata: metadata)
                 } catch {
+                    if case .unreachable = error {
+                        let since = unreachableSince ?? .now
+                        guard ContinuousClock.now - since < Self.unreachableLimit else { throw error }
+                        (unreachableSince, lastNetworkFailure) = (since, error)
+                        continue
+                    }
+                    (unreachableSince, lastNetworkFailure) = (nil, nil)
                     switch error {
                     case .oauth(let answer) where answer.error == "authorization_pending": continue
                     case .oauth(let answer) where answer.error == "slow_down":

@@ -168,11 +168,8 @@ extension Broker {
         var authority: Authority
         var scopes: [String]
 
-        /// A tenant named by its domain (…/contoso.example): tokens are filed under the tenant id, which the tenant's
-        /// discovery document gives.
-        var needsTenantDiscovery: Bool {
-            authority.kind == .entra && !authority.isTenantAlias && !Authority.isGUID(authority.tenant)
-        }
+        /// A tenant named by its domain whose tenant id brokerd has not learned yet (`plan` uses a learned one).
+        var needsTenantDiscovery: Bool { authority.namesTenantByDomain }
     }
 
     static func plan(_ request: SilentTokenRequest, authority requested: Authority, cache: TokenCache) throws(TokenFailure) -> SilentPlan {
@@ -189,6 +186,10 @@ extension Broker {
         }
         if authority.isTenantAlias, let homeTenant = hid.split(separator: ".").last, hid.contains(".") {
             authority = authority.withTenant(String(homeTenant))
+        } else if authority.namesTenantByDomain,
+                  let tenantId = cache.learned.tenantId(environment: authority.environment, tenant: authority.tenant) {
+            // Learned from the tenant's discovery document, once: offline, a tenant name costs nothing more.
+            authority = authority.withTenant(tenantId)
         }
         let scopes = Scopes.requested(request.scopes)
         guard !scopes.isEmpty || !request.scopes.isEmpty else {
@@ -205,7 +206,7 @@ extension Broker {
                                  cache: cache)
         learnAliases(of: plan.authority, idp: idp)
         // Without the tenant id from discovery (cached), the domain is used as it is.
-        if plan.needsTenantDiscovery, let metadata = try? await idp.metadata(plan.authority),
+        if plan.needsTenantDiscovery, let metadata = try? await providerMetadata(plan.authority, idp: idp),
            let tenantId = Authority.tenantId(inIssuer: metadata.issuer) {
             plan.authority = plan.authority.withTenant(tenantId)
         }
@@ -256,6 +257,13 @@ extension Broker {
     /// went out), a twentieth of a varied hit's time.
     private static func startsAliasLookup(of authority: Authority, now: Int64, in contents: inout CacheCell.Contents) -> Bool {
         if let retryAfter = contents.aliasLookups[authority.host], retryAfter > now { return false }
+        // Groups learned within the discovery lifetime (persisted: perhaps by an earlier run) are not asked again
+        // until it ends: a restart offline must not start with a request that cannot get through.
+        if contents.aliasLookups[authority.host] == nil, let lifetime = contents.identity?.settings.discoveryTTLSeconds,
+           let fact = contents.cache.learned.fact(.aliases, authority.host), fact.isFresh(now: Self.now(), lifetime: lifetime) {
+            contents.aliasLookups[authority.host] = now + lifetime - (Self.now() - fact.learnedAt)
+            return false
+        }
         contents.aliasLookups[authority.host] = Int64.max
         return true
     }
@@ -271,6 +279,7 @@ extension Broker {
         if !groups.isEmpty, cache.learnAliases(groups) {
             logger.debug("learned host aliases", metadata: ["host": "\(host)"])
         }
+        await rememberAliases(groups, host: host)
     }
 
     func identityProvider() throws(TokenFailure) -> IdentityProvider {
@@ -335,7 +344,7 @@ extension Broker {
         }
         let wireClaims = Claims.merged(challenge: claims, capabilities: idp.settings.clientCapabilities)
         let task = Task<TokenOutcome, Error> {
-            let metadata = try await idp.metadata(authority)
+            let metadata = try await self.providerMetadata(authority, idp: idp)
             let response: TokenResponse
             do {
                 response = try await idp.tokens.refresh(secret, clientId: clientId, scopes: Scopes.onTheWire(scopes),
@@ -385,6 +394,7 @@ extension Broker {
         do { try await commit() } catch {
             logger.error("refreshed, but the rotated refresh token could not be written: \(error)")
         }
+        emit(.tokenRefreshed(homeAccountId: saved.homeAccountId, clientId: clientId, authority: authority.url))
         try checkGranted(saved, requested: scopes)
         return Self.outcome(saved.accessToken, hid: saved.homeAccountId, clientId: clientId, authority: authority,
                             source: "refresh", idToken: saved.idToken, cache: cache)

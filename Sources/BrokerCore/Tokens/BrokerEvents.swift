@@ -14,6 +14,16 @@ public enum BrokerEvent: Sendable, Equatable {
     case consentPending(PendingConsent)
     /// That question was answered, or timed out.
     case consentEnded(PendingConsent, ConsentEnd)
+    /// A browser sign-in waits for the user at `url` (the authorization request: it carries the flow's `state` and
+    /// PKCE challenge, never a secret that redeems it). For hooks; not a `subscribe` event (the app that asked gets the
+    /// URL as its `browserUrl` prompt).
+    case browserSignInPending(requestId: String, clientId: String, loginHint: String?, url: String)
+    /// A refresh token was redeemed (an app's request or the background refresh). For hooks; not a `subscribe` event.
+    case tokenRefreshed(homeAccountId: String, clientId: String, authority: String)
+    /// The background refresh could not renew a token and will try again (the IdP unreachable, a server error); a
+    /// refused refresh token is `signInRequired` instead. For hooks; not a `subscribe` event. `reason` never holds a
+    /// secret: it is the failure's description.
+    case refreshFailed(homeAccountId: String, clientId: String, authority: String, reason: String, retryInSeconds: Int64)
 
     public var name: String {
         switch self {
@@ -25,6 +35,9 @@ public enum BrokerEvent: Sendable, Equatable {
         case .signInEnded: return "signInEnded"
         case .consentPending: return "consentPending"
         case .consentEnded: return "consentEnded"
+        case .browserSignInPending: return "browserSignInPending"
+        case .tokenRefreshed: return "tokenRefreshed"
+        case .refreshFailed: return "refreshFailed"
         }
     }
 }

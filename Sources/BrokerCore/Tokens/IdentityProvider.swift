@@ -10,6 +10,8 @@ public final class IdentityProvider: Sendable {
         public var allowLoopbackHTTP: Bool
         /// Seconds a request to an identity provider may take.
         public var requestTimeoutSeconds: Int64
+        /// Seconds to wait for a connection (name resolution included).
+        public var connectTimeoutSeconds: Int64
         /// Used when a request names no authority and no profile of the client has one.
         public var defaultAuthority: String?
         /// Authorities by client id (from the configuration's profiles).
@@ -29,7 +31,7 @@ public final class IdentityProvider: Sendable {
         public var clientCapabilities: [String]
 
         public init(caFile: String? = nil, allowLoopbackHTTP: Bool = false, requestTimeoutSeconds: Int64 = 30,
-                    defaultAuthority: String? = nil,
+                    connectTimeoutSeconds: Int64 = 3, defaultAuthority: String? = nil,
                     clientAuthorities: [String: String] = [:], openBrowser: String = "auto",
                     interactiveTimeoutSeconds: Int64 = 600, discoveryTTLSeconds: Int64 = 24 * 3600,
                     microsoftBaseURL: String? = nil, trustedAuthorityHosts: [String] = [], b2cHosts: [String] = [],
@@ -37,6 +39,7 @@ public final class IdentityProvider: Sendable {
             self.caFile = caFile
             self.allowLoopbackHTTP = allowLoopbackHTTP
             self.requestTimeoutSeconds = requestTimeoutSeconds
+            self.connectTimeoutSeconds = connectTimeoutSeconds
             self.defaultAuthority = defaultAuthority
             self.clientAuthorities = clientAuthorities
             self.openBrowser = openBrowser
@@ -58,7 +61,9 @@ public final class IdentityProvider: Sendable {
     public init(settings: Settings) throws {
         self.settings = settings
         transport = try HTTPTransport(settings: .init(caFile: settings.caFile, allowLoopbackHTTP: settings.allowLoopbackHTTP,
-                                                      timeoutSeconds: settings.requestTimeoutSeconds))
+                                                      timeoutSeconds: settings.requestTimeoutSeconds,
+                                                      connectTimeoutSeconds: settings.connectTimeoutSeconds),
+                                      clock: { Broker.elapsed() }, wallClock: { Broker.now() })
         discovery = Discovery(transport: transport, ttlSeconds: settings.discoveryTTLSeconds, clock: { Broker.elapsed() })
         tokens = TokenClient(transport: transport)
         instances = InstanceDiscovery(transport: transport, ttlSeconds: settings.discoveryTTLSeconds, clock: { Broker.elapsed() })
@@ -104,6 +109,7 @@ public final class IdentityProvider: Sendable {
         do { return try await discovery.metadata(for: networkURL(authority.discoveryBase)) } catch {
             switch error {
             case .transient(let why): throw .unavailable(why)
+            case .unreachable(let blocked): throw .unavailable(error.description, retryAfter: blocked.retryAfter)
             default: throw .invalidRequest(error.description, reason: "discoveryFailed")
             }
         }

@@ -51,7 +51,9 @@ public enum TokenFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// The IdP refused in a way sign-in cannot fix (invalid_client, invalid_scope, a bad redirect…).
     case serverError(String, IdPError?)
     /// The IdP could not be reached or was temporarily unable to answer. Retry later; nothing was deleted.
-    case unavailable(String)
+    /// `retryAfter`: the network could not reach the IdP's host, which is not tried again for that many seconds
+    /// (sooner if the network changes); nil when the IdP answered but could not serve now.
+    case unavailable(String, retryAfter: Int64? = nil)
     /// The request itself is wrong (unknown authority, missing account, a flow already running…).
     case invalidRequest(String, reason: String)
     case `internal`(String)
@@ -64,7 +66,7 @@ public enum TokenFailure: Error, Sendable, Equatable, CustomStringConvertible {
         case .protectionPoliciesRequired(let oauth): return "protection policies required: \(oauth)"
         case .userCanceled(let why): return "canceled: \(why)"
         case .serverError(let why, _): return why
-        case .unavailable(let why): return why
+        case .unavailable(let why, _): return why
         case .invalidRequest(let why, _): return why
         case .internal(let why): return "internal error: \(why)"
         }
@@ -90,6 +92,7 @@ public enum TokenFailure: Error, Sendable, Equatable, CustomStringConvertible {
             }
             return .interactionRequired("the refresh token was refused (\(response.error))", response)
         case .transient(let why): return .unavailable(why)
+        case .unreachable(let blocked): return .unavailable(failure.description, retryAfter: blocked.retryAfter)
         default: return .serverError(failure.description, nil)
         }
     }
@@ -103,6 +106,7 @@ public enum TokenFailure: Error, Sendable, Equatable, CustomStringConvertible {
             if response.suberror == "protection_policy_required" { return .protectionPoliciesRequired(response) }
             return .serverError("the identity provider refused the sign-in: \(response)", response)
         case .transient(let why): return .unavailable(why)
+        case .unreachable(let blocked): return .unavailable(failure.description, retryAfter: blocked.retryAfter)
         case .configuration(let why): return .invalidRequest(why, reason: "invalidAuthority")
         default: return .serverError(failure.description, nil)
         }

@@ -16,3 +16,5 @@ int brokerd_peer_pidfd(int fd);
 
 // statfs(2)'s f_type of the file system holding `path` (sys/vfs.h is not in Swift's Glibc module); -1 with errno.
 long brokerd_filesystem_type(const char *path);
+
+#include "NetworkChanges.h"

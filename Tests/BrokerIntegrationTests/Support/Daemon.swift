@@ -88,6 +88,8 @@ final class Daemon {
         // machine running the tests. Neither the address nor the user bus ($XDG_RUNTIME_DIR/bus) exists here; a test
         // that wants a bus sets its private bus's DBUS_SESSION_BUS_ADDRESS in `environment`.
         environment["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=\(directory.path)/no-session-bus"
+        // Nor the machine's system bus (logind's resume, NetworkManager): a test that wants one gives its own.
+        environment["DBUS_SYSTEM_BUS_ADDRESS"] = "unix:path=\(directory.path)/no-system-bus"
         environment["XDG_RUNTIME_DIR"] = directory.path + "/run"
         for (key, value) in self.environment { environment[key] = value }
         return try ChildProcess(command[0], Array(command.dropFirst()), environment: environment, logPath: logPath)

@@ -8,8 +8,13 @@ final class FixtureServer {
     /// The parsed `ready.json` (`http`, `https`, `ca`, `pid`).
     let ready: [String: Any]
     let http: String
+    /// Runs the control requests' curl (`nsenter …` when the server lives in a network namespace of its own).
+    let controlPrefix: [String]
 
-    init(name: String, command: [String], environment: [String: String]) throws {
+    /// `prefix` runs the server and its control requests (`nsenter …` into a network namespace).
+    init(name: String, command: [String], environment: [String: String], prefix: [String] = []) throws {
+        controlPrefix = prefix
+        let command = prefix + command
         directory = TemporaryDirectory("brokerd-\(name)")
         let log = directory.path + "/\(name).log"
         process = try ChildProcess(command[0], Array(command.dropFirst()) + ["--state-dir", directory.path],
@@ -39,7 +44,9 @@ final class FixtureServer {
     /// Calls a test-control endpoint (`/test/…`, POST unless `post` is false) and returns its JSON answer.
     @discardableResult
     func control(_ path: String, post: Bool = true) throws -> [String: Any] {
-        let result = try runCommand("/usr/bin/curl", ["-sS", "--max-time", "30"] + (post ? ["-X", "POST"] : []) + [http + path])
+        let curl = ["/usr/bin/curl", "-sS", "--max-time", "30"] + (post ? ["-X", "POST"] : []) + [http + path]
+        let command = controlPrefix + curl
+        let result = try runCommand(command[0], Array(command.dropFirst()))
         guard result.status == 0, let object = try? JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] else {
             throw NSError(domain: "FixtureServer", code: 2, userInfo: [NSLocalizedDescriptionKey: "\(path): \(result.stdout) \(result.stderr)"])
         }

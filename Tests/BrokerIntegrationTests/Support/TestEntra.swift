@@ -15,9 +15,10 @@ final class TestEntra {
     let http: String
     var directory: TemporaryDirectory { server.directory }
 
-    init() throws {
+    /// `prefix` runs the emulator (and its control requests) in another network namespace (`NetworkNamespace.enter`).
+    init(prefix: [String] = []) throws {
         server = try FixtureServer(name: "entra", command: ["/usr/bin/python3", TestIdP.root + "/Tests/entra/entra.py"],
-                                   environment: ProcessInfo.processInfo.environment)
+                                   environment: ProcessInfo.processInfo.environment, prefix: prefix)
         http = server.http
     }
 
