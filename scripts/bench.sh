@@ -19,8 +19,8 @@
 #   8. D-Bus: broker1's acquireTokenSilently as pymsalruntime calls it (scripts/bench/dbus.sh), against an sd-bus echo
 #      service of the same method shape replying with brokerd's answer, repeated and varied, on a private bus.
 #   9. offline (scripts/bench/offline.sh): cache hits with the IdP unreachable, fail-fast errors, refresh on return.
-# It prints the machine and the table, writes the table to .build-bench/bench-results.md (markdown, for the
-# README), and exits 1 when a figure could not be measured — not when a target is missed (that is a FAIL row).
+# It prints the machine and the table, writes the table to .build-bench/bench-results.md (markdown, for
+# docs/performance.md), and exits 1 when a figure could not be measured — not when a target is missed (that is a FAIL row).
 #
 #   bash scripts/bench.sh            # full run, several minutes
 #   bash scripts/bench.sh --quick    # about two minutes: 1,000 accounts / 10,000 tokens, fewer iterations
@@ -241,7 +241,7 @@ load_runs() {
     esac
 }
 # brokerd's 64-client rate is compared with an echo server's measured alongside it, not only with section 1's: on
-# this VM either rate drifts by a fifth from one minute to the next (README, "Performance"). Three rounds, each an
+# this VM either rate drifts by a fifth from one minute to the next (docs/performance.md). Three rounds, each an
 # echo run (same request line, its own socket) just before a brokerd run; the figures are each side's median
 # (PREFIX64_rps, PREFIX64echo_rps, PREFIX64_p50_us), and the rounds are recorded as they were (PREFIX64_rounds).
 # With varied requests the echo server is driven with the same lines (the load client's --requests --echo).
@@ -279,7 +279,7 @@ median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) prin
 # msal-python loop (one process, which loaded the same document once, answering a line on its stdin with a round)
 # just before a brokerd run, both on the first CPU with brokerd pinned there too. Each side's median is the figure
 # (PREFIXalt_p50_us, msalPREFIXalt_p50_us); the rounds are recorded as they were (PREFIXalt_rounds). Measured
-# minutes apart, as section 3 and section 2 are, either p50 can move by a fifth (README, "Performance"). The big
+# minutes apart, as section 3 and section 2 are, either p50 can move by a fifth (docs/performance.md). The big
 # rounds also run the 1-account daemon (kept for this), so that 10,000 is compared with 1 in the same rounds too
 # (bigone_p50_us). With varied requests (oneV, bigV) msal-python makes the same calls (msal_silent.py --varied).
 msal_rounds() {  # PREFIX SOCKET REQUEST EXPECT...

@@ -44,7 +44,7 @@ deb=brokerd_${version}-1_${arch}.deb
 cp "$work/deb/$deb" "$out/"
 debbed=$(date +%s)
 
-# lintian: errors fail the build; warnings and info are listed in lintian.txt (the README explains the ones kept).
+# lintian: errors fail the build; warnings and info are listed in lintian.txt (docs/admin.md, "Installing from packages", explains the ones kept).
 # --allow-root: CI runs as root; lintian only reads the package.
 changes=$work/deb/brokerd_${version}-1_${arch}.changes
 lintian_status=0

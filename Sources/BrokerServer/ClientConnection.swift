@@ -17,7 +17,7 @@ import Musl
 /// is the kernel's read, write and wake-ups. On its own thread each client's hits run on whichever core is free,
 /// the way the raw echo server's do, instead of queueing behind one loop; and a hit takes no lock that another
 /// connection's hits take (its remembered answers are its own, the counters atomics), since a lock that every
-/// thread takes is one that a preempted holder makes them all wait on (README, "Performance").
+/// thread takes is one that a preempted holder makes them all wait on (docs/performance.md).
 ///
 /// It waits in poll (the socket and an eventfd that other threads post to), except right after a cache hit: the
 /// app's next request is then read with one blocking read, bounded at `nextHitWait` (see `readNextHit`).

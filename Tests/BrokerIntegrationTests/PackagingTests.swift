@@ -26,7 +26,7 @@ final class PackagingTests: XCTestCase {
         "libc6", "libstdc++6", "libgcc-s1", "libsystemd0", "libsqlite3-0", "zlib1g", "init-system-helpers",
         "dbus-user-session", "libqrencode4",
     ]
-    /// Lintian warnings that are kept on purpose; each is explained in the README ("Installing from packages").
+    /// Lintian warnings that are kept on purpose; each is explained in docs/admin.md ("Installing from packages").
     static let acceptedLintianWarnings: Set<String> = ["initial-upload-closes-no-bugs"]
 
     /// The unpacked .deb is shared by the tests of this class; a static is never deinitialized, so drop it here.
@@ -366,7 +366,7 @@ final class PackagingTests: XCTestCase {
         XCTAssertEqual(left.stdout, "", "make uninstall left files behind")
     }
 
-    /// package.sh already fails on a lintian error; this keeps the kept warnings to the ones the README explains.
+    /// package.sh already fails on a lintian error; this keeps the kept warnings to the ones docs/admin.md explains.
     func testLintianFoundNoErrorsAndOnlyExplainedWarnings() throws {
         let report = try String(contentsOfFile: try Packages.directory() + "/lintian.txt", encoding: .utf8)
         let lines = report.split(separator: "\n")

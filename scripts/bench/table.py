@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Turns the key=value figures that scripts/bench.sh collected into its one table, printed as text and written as
-markdown (for the README). Ratios are computed here, always against a baseline measured in the same run.
+markdown (for docs/performance.md). Ratios are computed here, always against a baseline measured in the same run.
 
     table.py RESULTS_FILE MARKDOWN_OUT
 
