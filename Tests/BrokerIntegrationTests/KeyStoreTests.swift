@@ -9,7 +9,7 @@ final class KeyStoreTests: XCTestCase {
     override func setUpWithError() throws {
         bus = try PrivateSessionBus()
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/secret-tool") else {
-            throw XCTSkip("secret-tool is not installed (apt-get install libsecret-tools)")
+            throw missing("secret-tool is not installed (apt-get install libsecret-tools)")
         }
     }
 

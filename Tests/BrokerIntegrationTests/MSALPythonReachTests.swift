@@ -259,7 +259,7 @@ final class MSALPythonReachTests: XCTestCase {
     /// answers its calls with AccessDenied and logs the refusal; msal-python reports a broker error (not a token, not
     /// InteractionRequired: it does not fall back to interactive); brokerd serves its own uid as before.
     func testACallerOfAnotherUidIsRefusedAndTheOwnerIsServed() throws {
-        guard geteuid() == 0 else { throw XCTSkip("needs root, to run the client as nobody (setpriv)") }
+        guard geteuid() == 0 else { throw missing("needs root, to run the client as nobody (setpriv)") }
         let entra = try TestEntra()
         let bus = try PrivateSessionBus { PrivateSessionBus.sessionConfiguration(socketPath: $0, anyUser: true) }
         chmod(bus.directory.path, 0o755)  // nobody reaches the bus's socket through its directory

@@ -254,10 +254,10 @@ final class PackagingTests: XCTestCase {
     }
 
     private func requireRootWithoutInstalledBrokerd() throws {
-        guard getuid() == 0 else { throw XCTSkip("installing the .deb needs root") }
+        guard getuid() == 0 else { throw missing("installing the .deb needs root") }
         if try runCommand("/usr/bin/dpkg-query", ["-W", "-f=${Status}", "brokerd"]).stdout.contains("installed")
             || FileManager.default.fileExists(atPath: "/usr/bin/brokerd") {
-            throw XCTSkip("brokerd is installed on this machine; the packaging test would replace and remove it")
+            throw missing("brokerd is installed on this machine; the packaging test would replace and remove it")
         }
     }
 
@@ -391,7 +391,7 @@ enum Packages {
 
     static func directory() throws -> String {
         guard let directory = ProcessInfo.processInfo.environment["BROKERD_PACKAGES_DIR"], !directory.isEmpty else {
-            throw XCTSkip("BROKERD_PACKAGES_DIR is not set: build the packages with scripts/package.sh "
+            throw missing("BROKERD_PACKAGES_DIR is not set: build the packages with scripts/package.sh "
                           + "(scripts/test.sh does, and sets it)")
         }
         return directory

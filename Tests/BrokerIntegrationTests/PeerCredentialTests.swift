@@ -8,9 +8,9 @@ final class PeerCredentialTests: XCTestCase {
 
     private func requireRoot() throws {
         guard getuid() == 0 else {
-            throw XCTSkip("needs root to run a client or the daemon as uid \(Self.nobody) (setpriv); running as uid \(getuid())")
+            throw missing("needs root to run a client or the daemon as uid \(Self.nobody) (setpriv); running as uid \(getuid())")
         }
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else { throw XCTSkip("setpriv is not installed") }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else { throw missing("setpriv is not installed") }
     }
 
     private func asNobody(_ command: [String]) -> [String] {
@@ -99,8 +99,8 @@ final class SocketOwnershipTests: XCTestCase {
     static let nobody: UInt32 = 65534
 
     private func requireRoot() throws {
-        guard getuid() == 0 else { throw XCTSkip("needs root to act as other users (setpriv); running as uid \(getuid())") }
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else { throw XCTSkip("setpriv is not installed") }
+        guard getuid() == 0 else { throw missing("needs root to act as other users (setpriv); running as uid \(getuid())") }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else { throw missing("setpriv is not installed") }
     }
 
     func testSocketDirectoryOfAnotherUserIsRefused() throws {

@@ -12,10 +12,10 @@ final class RealBrowserTests: XCTestCase {
 
     override func setUpWithError() throws {
         for path in ["/usr/bin/chromium", "/usr/bin/chromedriver"] where !FileManager.default.isExecutableFile(atPath: path) {
-            throw XCTSkip("\(path) is missing (apt-get install chromium chromium-driver python3-selenium)")
+            throw missing("\(path) is missing (apt-get install chromium chromium-driver python3-selenium)")
         }
         guard try runCommand("/usr/bin/python3", ["-c", "import selenium"]).status == 0 else {
-            throw XCTSkip("python3-selenium is missing")
+            throw missing("python3-selenium is missing")
         }
     }
 

@@ -9,7 +9,7 @@ final class HostileIdP {
 
     init() throws {
         let python = ProcessInfo.processInfo.environment["BROKERD_IDP_PYTHON"] ?? "/usr/bin/python3"
-        guard FileManager.default.isExecutableFile(atPath: python) else { throw XCTSkip("no Python at \(python)") }
+        guard FileManager.default.isExecutableFile(atPath: python) else { throw missing("no Python at \(python)") }
         server = try FixtureServer(name: "hostile-idp", command: [python, TestIdP.root + "/Tests/idp/hostile_idp.py"],
                                    environment: ProcessInfo.processInfo.environment)
         http = server.http

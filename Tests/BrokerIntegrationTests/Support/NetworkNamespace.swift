@@ -23,10 +23,7 @@ final class NetworkNamespace {
             entered = theirs != nil && theirs != ours
             if !entered { usleep(10_000) }
         }
-        guard entered else {
-            if ProcessInfo.processInfo.environment["CI"] == "true" { XCTFail("unshare -rn made no network namespace") }
-            throw XCTSkip("cannot make a network namespace here (unshare -rn)")
-        }
+        guard entered else { throw missing("cannot make a network namespace here (unshare -rn)") }
         try setLoopback(up: true)
     }
 

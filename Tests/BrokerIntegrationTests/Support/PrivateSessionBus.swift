@@ -12,7 +12,7 @@ final class PrivateSessionBus {
     /// `sessionConfiguration`. The bus logs to `log` (activations among them).
     init(configuration: ((_ socketPath: String) -> String)? = nil) throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/dbus-daemon") else {
-            throw XCTSkip("dbus-daemon is not installed (apt-get install dbus-daemon)")
+            throw missing("dbus-daemon is not installed (apt-get install dbus-daemon)")
         }
         let path = directory.path + "/bus"
         address = "unix:path=\(path)"
@@ -26,7 +26,7 @@ final class PrivateSessionBus {
         processes.append(try ChildProcess("/usr/bin/dbus-daemon", arguments + ["--nofork", "--nopidfile"],
                                           environment: environment, logPath: directory.path + "/dbus.log"))
         for _ in 0..<500 where !FileManager.default.fileExists(atPath: path) { usleep(10_000) }
-        guard FileManager.default.fileExists(atPath: path) else { throw XCTSkip("the private session bus did not start") }
+        guard FileManager.default.fileExists(atPath: path) else { throw missing("the private session bus did not start") }
     }
 
     /// A session bus listening on `socketPath`, with activatable services only from `serviceDirectory` (none of the
@@ -72,7 +72,7 @@ final class PrivateSessionBus {
     /// Starts gnome-keyring's Secret Service on this bus, unlocked, and waits for org.freedesktop.secrets.
     func startSecretService() throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/gnome-keyring-daemon") else {
-            throw XCTSkip("gnome-keyring is not installed")
+            throw missing("gnome-keyring is not installed")
         }
         processes.append(try ChildProcess("/bin/sh", ["-c", "printf fake-keyring-password | exec /usr/bin/gnome-keyring-daemon --unlock --components=secrets --foreground"],
                                           environment: environment, logPath: directory.path + "/keyring.log"))
@@ -132,7 +132,7 @@ enum DBusName {
 /// (`$BROKERD_MSAL_PYTHON`). The tests that need it skip, saying why, without it.
 func msalPython() throws -> String {
     guard let python = ProcessInfo.processInfo.environment["BROKERD_MSAL_PYTHON"] else {
-        throw XCTSkip("BROKERD_MSAL_PYTHON is not set (scripts/test.sh makes .build/msal-venv with msal and pymsalruntime)")
+        throw missing("BROKERD_MSAL_PYTHON is not set (scripts/test.sh makes .build/msal-venv with msal and pymsalruntime)")
     }
     return python
 }

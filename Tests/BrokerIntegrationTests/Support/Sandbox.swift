@@ -1,14 +1,10 @@
 import Foundation
 import XCTest
 
-/// A tool the test needs from Debian: its path, or (outside CI) a skip that names the package. In CI (`CI=true`) a
-/// missing tool fails the test: scripts/install-deps.sh installs it.
+/// A tool the test needs from Debian: its path, or what is `missing` (a failure under CI, else a skip naming the package).
 func requireTool(_ path: String, package: String, file: StaticString = #filePath, line: UInt = #line) throws -> String {
     if FileManager.default.isExecutableFile(atPath: path) { return path }
-    if ProcessInfo.processInfo.environment["CI"] == "true" {
-        XCTFail("\(path) is missing (apt-get install \(package)); scripts/install-deps.sh installs it", file: file, line: line)
-    }
-    throw XCTSkip("\(path) is missing (apt-get install \(package))")
+    throw missing("\(path) is missing (apt-get install \(package))", file: file, line: line)
 }
 
 /// A Flatpak app's sandbox as Flatpak builds one, with bubblewrap (Debian `bubblewrap`, the tool Flatpak itself runs):

@@ -20,7 +20,7 @@ final class TestIdP {
     /// Starts the IdP; `environment` sets lifetimes (ACCESS_TOKEN_EXPIRE_SECONDS, DEVICE_FLOW_INTERVAL, …).
     init(environment extra: [String: String] = [:]) throws {
         guard FileManager.default.isExecutableFile(atPath: Self.python) else {
-            throw XCTSkip("the test IdP's venv is missing (\(Self.python)); scripts/test.sh makes it")
+            throw missing("the test IdP's venv is missing (\(Self.python)); scripts/test.sh makes it")
         }
         var environment = ProcessInfo.processInfo.environment
         environment["DEVICE_FLOW_INTERVAL"] = "1"
