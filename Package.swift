@@ -81,16 +81,14 @@ let package = Package(
         // A client of the freedesktop Secret Service (org.freedesktop.secrets) over sd-bus, on a connection of its own:
         // where the key_store = "secret-service" store keeps the cache key.
         .target(name: "SecretService", dependencies: ["CSystemd"]),
-        // Unix socket server: framing, peer credentials, dispatch to BrokerCore.
         // The com.microsoft.identity.broker1 D-Bus front end (sd-bus): translates onto BrokerCore, like BrokerServer.
         .target(name: "BrokerDBus", dependencies: [
             "BrokerJSON", "BrokerCache", "BrokerCore", "BrokerPlatform", "BrokerStore", "CSystemd",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // Unix socket server: framing, peer credentials, dispatch to BrokerCore (no NIO: a thread per connection).
         .target(name: "BrokerServer", dependencies: [
             "BrokerJSON", "BrokerProtocol", "BrokerCache", "BrokerCore", "BrokerPlatform", "BrokerStore", "Systemd", "CSystemd",
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The client library apps link (MSAL-shaped PublicClientApplication) and brokerctl's only way to the daemon.
@@ -105,8 +103,6 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
         ]),
         // libqrencode: brokerctl shows a device-code sign-in's address as a QR code (TerminalQR.swift).
         .systemLibrary(
@@ -134,6 +130,8 @@ let package = Package(
         // brokerctl's QR renderer (TerminalQR.swift), decoded back with a real decoder (zbarimg).
         .testTarget(name: "BrokerctlTests", dependencies: ["brokerctl"]),
         .testTarget(name: "BrokerIntegrationTests", dependencies: ["BrokerClient", "BrokerProtocol", "BrokerJSON"]),
+        // The socket front end's pure translations (failures as JSON-RPC errors) and its request queue.
+        .testTarget(name: "BrokerServerTests", dependencies: ["BrokerServer", "BrokerCore", "BrokerProtocol", "BrokerJSON"]),
         // broker1's pure translations (the answers it writes), without a bus.
         .testTarget(name: "BrokerDBusTests", dependencies: ["BrokerDBus", "BrokerCore", "BrokerJSON"]),
         .testTarget(name: "BrokerStoreTests", dependencies: [

@@ -124,7 +124,7 @@ public final class BrokerServer: Sendable {
     public var requestsServed: Int { state.requestsServed }
 
     public func update(_ change: @Sendable (inout ServerSettings) -> Void) {
-        let maxConnections = state.settings.withLockedValue { settings in
+        let maxConnections = state.settings.withLock { settings in
             change(&settings)
             return settings.maxConnections
         }

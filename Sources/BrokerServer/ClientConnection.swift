@@ -1,7 +1,6 @@
 import BrokerCore
 import BrokerProtocol
 import Logging
-import NIOCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -74,7 +73,7 @@ final class ClientConnection: @unchecked Sendable {
     var writable = true
     var inFlight = 0
     /// Batch members that arrived while every slot was taken; started in order as slots free up.
-    var waiting = CircularBuffer<(RPCRequest, BatchAnswers)>()
+    var waiting = FIFOQueue<(RPCRequest, BatchAnswers)>()
     private var inputClosed = false
     /// Input was read and not all of its lines are handled yet (counted in `commitments`).
     private var holdsInput = false
@@ -161,7 +160,7 @@ final class ClientConnection: @unchecked Sendable {
             return .refused(RPCError(code: RPCErrorCode.permissionDenied, message:
                 "permission denied: brokerd serves uid \(state.ownUID) only; this connection is from uid \(peer.uid)"))
         }
-        limits = state.settings.withLockedValue { $0 }
+        limits = state.settings.withLock { $0 }
         markActivity()
         guard case .admitted = table.admit(self, settings: limits) else { return .waitForRoom }
         return register()
@@ -389,7 +388,7 @@ final class ClientConnection: @unchecked Sendable {
         }
         let now = Threads.nowMilliseconds()
         if reading, let since = partialLineSince, now >= since + Self.milliseconds(limits.lineTimeout) {
-            let seconds = limits.lineTimeout.nanoseconds / 1_000_000_000
+            let seconds = limits.lineTimeout.components.seconds
             logger.warning("closing connection: a request line was not finished in time", metadata: [
                 "client_pid": "\(peer.pid)", "line_timeout_s": "\(seconds)",
             ])
@@ -406,7 +405,9 @@ final class ClientConnection: @unchecked Sendable {
         }
     }
 
-    static func milliseconds(_ amount: TimeAmount) -> Int64 { amount.nanoseconds / 1_000_000 }
+    static func milliseconds(_ amount: Duration) -> Int64 {
+        amount.components.seconds * 1000 + amount.components.attoseconds / 1_000_000_000_000_000
+    }
 
 
     // MARK: Mail from other threads

@@ -1,11 +1,11 @@
-import NIOConcurrencyHelpers
+import Synchronization
 
 /// What a request may do with its connection besides answering: send notifications (interactive prompts,
 /// subscribed events) and keep event forwarding running until the connection closes.
 final class ConnectionLink: Sendable {
     private let sender: @Sendable (_ message: [UInt8], _ droppable: Bool) -> Void
-    private let subscriptions = NIOLockedValueBox<(tasks: [Task<Void, Never>], closed: Bool)>(([], false))
-    private let closeActions = NIOLockedValueBox<(actions: [@Sendable () -> Void], closed: Bool)>(([], false))
+    private let subscriptions = Mutex<(tasks: [Task<Void, Never>], closed: Bool)>(([], false))
+    private let closeActions = Mutex<(actions: [@Sendable () -> Void], closed: Bool)>(([], false))
 
     /// `send` writes a message; one marked droppable is dropped while the client is not taking its output.
     init(send: @escaping @Sendable (_ message: [UInt8], _ droppable: Bool) -> Void) {
@@ -25,7 +25,7 @@ final class ConnectionLink: Sendable {
     /// Keeps `task` running until the connection closes; false (and the task canceled) if it already has.
     @discardableResult
     func attach(_ task: Task<Void, Never>) -> Bool {
-        let attached = subscriptions.withLockedValue { state -> Bool in
+        let attached = subscriptions.withLock { state -> Bool in
             guard !state.closed else { return false }
             state.tasks.append(task)
             return true
@@ -38,7 +38,7 @@ final class ConnectionLink: Sendable {
     /// away is canceled then, instead of holding its client's sign-in slot until the timeout.
     /// (Kept until the connection closes: one small closure per sign-in started on it.)
     func whenClosed(_ action: @escaping @Sendable () -> Void) {
-        let runNow = closeActions.withLockedValue { state -> Bool in
+        let runNow = closeActions.withLock { state -> Bool in
             guard !state.closed else { return true }
             state.actions.append(action)
             return false
@@ -47,16 +47,16 @@ final class ConnectionLink: Sendable {
     }
 
     /// Subscribed connections are not closed for being idle.
-    var hasSubscriptions: Bool { subscriptions.withLockedValue { !$0.tasks.isEmpty } }
+    var hasSubscriptions: Bool { subscriptions.withLock { !$0.tasks.isEmpty } }
 
     func close() {
-        let tasks = subscriptions.withLockedValue { state -> [Task<Void, Never>] in
+        let tasks = subscriptions.withLock { state -> [Task<Void, Never>] in
             state.closed = true
             defer { state.tasks.removeAll() }
             return state.tasks
         }
         for task in tasks { task.cancel() }
-        let actions = closeActions.withLockedValue { state -> [@Sendable () -> Void] in
+        let actions = closeActions.withLock { state -> [@Sendable () -> Void] in
             state.closed = true
             defer { state.actions.removeAll() }
             return state.actions

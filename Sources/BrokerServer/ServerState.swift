@@ -1,5 +1,3 @@
-import NIOConcurrencyHelpers
-import NIOCore
 import Synchronization
 
 /// Settings that SIGHUP may change while connections are open. The per-connection ones (in flight, batch, line
@@ -9,18 +7,18 @@ public struct ServerSettings: Sendable {
     public var maxConnections: Int
     /// Connections one process (by SO_PEERCRED pid) may hold, so one leaky app cannot take every slot.
     public var maxConnectionsPerProcess: Int
-    public var idleTimeout: TimeAmount
+    public var idleTimeout: Duration
     /// Requests (each batch member counts) one connection may have running before brokerd stops reading from it.
     public var maxInFlightPerConnection: Int
     /// Members a batch may have; a longer batch is refused whole.
     public var maxBatchSize: Int
     /// Time a client has to finish a line it has begun (while brokerd reads), before an error and the close.
-    public var lineTimeout: TimeAmount
+    public var lineTimeout: Duration
     public var maxMessageBytes: Int
 
     public init(allowRoot: Bool = false, maxConnections: Int = 256, maxConnectionsPerProcess: Int = 64,
-                idleTimeout: TimeAmount = .seconds(300), maxInFlightPerConnection: Int = 64, maxBatchSize: Int = 100,
-                lineTimeout: TimeAmount = .seconds(10), maxMessageBytes: Int = 1 << 20) {
+                idleTimeout: Duration = .seconds(300), maxInFlightPerConnection: Int = 64, maxBatchSize: Int = 100,
+                lineTimeout: Duration = .seconds(10), maxMessageBytes: Int = 1 << 20) {
         self.allowRoot = allowRoot
         self.maxConnections = maxConnections
         self.maxConnectionsPerProcess = maxConnectionsPerProcess
@@ -37,22 +35,22 @@ public struct ServerSettings: Sendable {
 /// The counters are atomics, not under the lock: every request counts itself in and out, from every connection's
 /// thread, and a lock they all take is one a preempted holder makes them all wait on.
 final class ServerState: Sendable {
-    let settings: NIOLockedValueBox<ServerSettings>
-    private let connections = NIOLockedValueBox<[ObjectIdentifier: ClientConnection]>([:])
+    let settings: Mutex<ServerSettings>
+    private let connections = Mutex<[ObjectIdentifier: ClientConnection]>([:])
     private let running = Atomic<Int>(0)
     private let served = Atomic<Int>(0)
     private let draining = Atomic<Bool>(false)
     let ownUID: UInt32
 
     init(settings: ServerSettings, ownUID: UInt32) {
-        self.settings = NIOLockedValueBox(settings)
+        self.settings = Mutex(settings)
         self.ownUID = ownUID
     }
 
-    var connectionCount: Int { connections.withLockedValue { $0.count } }
+    var connectionCount: Int { connections.withLock { $0.count } }
     /// Requests answered: those counted here, and the repeated ones each connection answered from its memory.
     var requestsServed: Int {
-        connections.withLockedValue { connections in
+        connections.withLock { connections in
             served.load(ordering: .relaxed) + connections.values.reduce(0) { $0 + $1.answeredFromMemory }
         }
     }
@@ -61,7 +59,7 @@ final class ServerState: Sendable {
 
     /// Registers an admitted connection (the caps are ConnectionTable's); false once shutting down.
     func register(_ connection: ClientConnection) -> Bool {
-        connections.withLockedValue { connections in
+        connections.withLock { connections in
             guard !isDraining else { return false }
             connections[ObjectIdentifier(connection)] = connection
             return true
@@ -69,7 +67,7 @@ final class ServerState: Sendable {
     }
 
     func release(_ connection: ClientConnection) {
-        connections.withLockedValue { connections in
+        connections.withLock { connections in
             guard connections.removeValue(forKey: ObjectIdentifier(connection)) != nil else { return }
             served.add(connection.answeredFromMemory, ordering: .relaxed)
         }
@@ -92,7 +90,7 @@ final class ServerState: Sendable {
     }
 
     func startDraining() -> [ClientConnection] {
-        connections.withLockedValue { connections in
+        connections.withLock { connections in
             draining.store(true, ordering: .sequentiallyConsistent)
             return Array(connections.values)
         }
@@ -100,6 +98,6 @@ final class ServerState: Sendable {
 
     func isAllowed(_ peer: PeerIdentity) -> Bool {
         if peer.uid == ownUID { return true }
-        return peer.uid == 0 && settings.withLockedValue { $0.allowRoot }
+        return peer.uid == 0 && settings.withLock { $0.allowRoot }
     }
 }

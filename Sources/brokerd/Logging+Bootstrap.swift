@@ -1,5 +1,5 @@
 import Logging
-import NIOConcurrencyHelpers
+import Synchronization
 import Systemd
 
 #if canImport(Glibc)
@@ -8,11 +8,11 @@ import Glibc
 
 /// The log level, changeable by SIGHUP after logging was bootstrapped.
 final class LogLevelBox: Sendable {
-    private let box: NIOLockedValueBox<Logger.Level>
-    init(_ level: Logger.Level) { box = NIOLockedValueBox(level) }
+    private let box: Mutex<Logger.Level>
+    init(_ level: Logger.Level) { box = Mutex(level) }
     var level: Logger.Level {
-        get { box.withLockedValue { $0 } }
-        set { box.withLockedValue { $0 = newValue } }
+        get { box.withLock { $0 } }
+        set { box.withLock { $0 = newValue } }
     }
 }
 
