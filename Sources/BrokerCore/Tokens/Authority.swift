@@ -1,5 +1,5 @@
 import BrokerCache
-import OAuth
+internal import OAuth
 
 /// An authority URL (SPEC §2): Entra (`https://login.microsoftonline.com/<tenant>`, sovereign clouds), B2C
 /// (`https://<t>.b2clogin.com/tfp/<t>/<policy>` or `/<t>/<policy>`), ADFS (`https://<host>/adfs`) or any OIDC issuer.

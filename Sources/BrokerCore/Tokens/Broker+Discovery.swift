@@ -1,5 +1,5 @@
 import BrokerCache
-import OAuth
+internal import OAuth
 
 /// Where an authority's endpoints come from when the network is away: what the network told brokerd last
 /// (NetworkMemory, persisted with the cache). Within the discovery lifetime a remembered document is used without

@@ -1,5 +1,5 @@
 import BrokerCache
-import OAuth
+internal import OAuth
 import Subprocess
 import SystemPackage
 

@@ -1,5 +1,5 @@
 import BrokerCache
-import OAuth
+internal import OAuth
 
 /// A token as the broker hands it out.
 public struct TokenOutcome: Sendable {

@@ -1,4 +1,4 @@
-import OAuth
+internal import OAuth
 
 /// What brokerd needs to talk to identity providers: HTTP, discovery (cached), the token endpoint client, and
 /// the settings of interactive sign-in. One per daemon.

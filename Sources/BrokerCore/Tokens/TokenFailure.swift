@@ -1,5 +1,5 @@
 import BrokerCache
-import OAuth
+internal import OAuth
 
 /// The error an identity provider answered with (RFC 6749 §5.2 plus Microsoft's members), as front ends report it:
 /// BrokerCore's own type, so that its API does not expose the OAuth module's.

@@ -1,5 +1,5 @@
 import BrokerCache
-import OAuth
+internal import OAuth
 
 extension TokenGrant {
     /// An IdP's response and its checked id_token, as the cache files them (`TokenCache.save`).
