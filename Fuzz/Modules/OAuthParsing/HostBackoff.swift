@@ -1,0 +1,1 @@
+../../../Sources/OAuth/HostBackoff.swift
