@@ -91,11 +91,11 @@ struct HitAudit {
 extension AppAccess {
     /// Hands a connection's counted cache hits to the audit.
     nonisolated func record(_ tallies: [HitAudit.Tally], caller: CallerIdentity) {
-        for tally in tallies {
+        record(tallies.map { tally in
             let subject = tally.subject
-            record(caller, frontEnd: "socket", clientId: subject.clientId, scopes: subject.scopes,
-                   homeAccountId: subject.homeAccountId, username: subject.username, outcome: "cache", count: tally.count,
-                   since: tally.first, until: tally.last)
-        }
+            return Self.auditRow(caller, frontEnd: "socket", clientId: subject.clientId, scopes: subject.scopes,
+                                 homeAccountId: subject.homeAccountId, username: subject.username, outcome: "cache",
+                                 count: tally.count, since: tally.first, until: tally.last)
+        }, of: caller)
     }
 }

@@ -271,15 +271,33 @@ public actor AppAccess {
         queue.withLock { $0.add(row, kind: kind, unit: unit) }
     }
 
+    /// Queues rows of one caller's calls under one taking of the queue's lock: a connection hands over a window's
+    /// tallies at once (thousands, when it asked for thousands of different tokens), and a lock taken per row made
+    /// every other connection's hand-over queue behind it.
+    public nonisolated func record(_ rows: [AuditRow], of caller: CallerIdentity) {
+        guard !rows.isEmpty else { return }
+        queue.withLock { queue in
+            for row in rows { queue.add(row, kind: caller.app.kind, unit: caller.unit) }
+        }
+    }
+
     /// Queues the record of a call the caller made, outcome decided.
     public nonisolated func record(_ caller: CallerIdentity, frontEnd: String, clientId: String, scopes: [String],
                                    homeAccountId: String?, username: String?, outcome: String, detail: String? = nil,
                                    count: Int = 1, since: Int64? = nil, until: Int64? = nil) {
-        let now = until ?? Broker.now()
-        record(AuditRow(time: since ?? now, lastTime: now, count: count, frontEnd: frontEnd, app: caller.app.description,
-                        pid: caller.pid, executable: caller.executable, clientId: clientId, scopes: scopes.joined(separator: " "),
-                        homeAccountId: homeAccountId, username: username, outcome: outcome, detail: detail),
+        record(Self.auditRow(caller, frontEnd: frontEnd, clientId: clientId, scopes: scopes, homeAccountId: homeAccountId,
+                             username: username, outcome: outcome, detail: detail, count: count, since: since, until: until),
                kind: caller.app.kind, unit: caller.unit)
+    }
+
+    /// The audit's row of a call the caller made.
+    public nonisolated static func auditRow(_ caller: CallerIdentity, frontEnd: String, clientId: String, scopes: [String],
+                                            homeAccountId: String?, username: String?, outcome: String, detail: String? = nil,
+                                            count: Int = 1, since: Int64? = nil, until: Int64? = nil) -> AuditRow {
+        let now = until ?? Broker.now()
+        return AuditRow(time: since ?? now, lastTime: now, count: count, frontEnd: frontEnd, app: caller.app.description,
+                        pid: caller.pid, executable: caller.executable, clientId: clientId, scopes: scopes.joined(separator: " "),
+                        homeAccountId: homeAccountId, username: username, outcome: outcome, detail: detail)
     }
 
     private nonisolated func recordRefusal(_ refusal: AccessRefusal, caller: CallerIdentity, frontEnd: String, scopes: [String],
