@@ -35,7 +35,9 @@ let package = Package(
         // The system calls of process identity that Swift cannot call (syscall is variadic): pidfd_open,
         // pidfd_send_signal, SO_PEERPIDFD.
         .target(name: "CBrokerPlatform"),
-        // POSIX, Linux side: who a process is, read through a pinned /proc directory (pidfd, open-then-verify).
+        // The operating system, Linux side, in one place (as NIOPosix is for SwiftNIO): threads, the one lock type,
+        // crash-safe files, process memory and hardening, who a process is (a pinned /proc directory), child
+        // commands, network changes.
         .target(name: "BrokerPlatform", dependencies: ["CBrokerPlatform"]),
         // A small JSON reader/writer that keeps unknown values byte-for-byte (the cache needs that).
         .target(name: "BrokerJSON"),
@@ -44,7 +46,7 @@ let package = Package(
         // OAuth 2.0 / OIDC on the wire: discovery, token endpoint, PKCE, loopback redirect, device code,
         // id_token and client_info decoding. Knows nothing about the cache.
         .target(name: "OAuth", dependencies: [
-            "BrokerJSON",
+            "BrokerJSON", "BrokerPlatform",
             .product(name: "AsyncHTTPClient", package: "async-http-client"),
             .product(name: "NIOSSL", package: "swift-nio-ssl"),
             .product(name: "NIOCore", package: "swift-nio"),
@@ -58,7 +60,7 @@ let package = Package(
         .target(name: "BrokerCache", dependencies: ["BrokerJSON"]),
         // The broker: persistence, token acquisition on top of the cache model. Knows nothing about sockets or JSON-RPC.
         .target(name: "BrokerCore", dependencies: [
-            "BrokerJSON", "BrokerCache", "BrokerStore", "OAuth",
+            "BrokerJSON", "BrokerCache", "BrokerPlatform", "BrokerStore", "OAuth",
             .product(name: "Crypto", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
             // The browser of an interactive sign-in is started with swift-subprocess (FilePath is swift-system's).
@@ -75,7 +77,7 @@ let package = Package(
         ),
         // The token cache in SQLite: one row per entry, secrets sealed with AES-256-GCM, transactional updates.
         .target(name: "BrokerStore", dependencies: [
-            "CSQLite",
+            "CSQLite", "BrokerPlatform",
             .product(name: "Crypto", package: "swift-crypto"),
         ]),
         // A client of the freedesktop Secret Service (org.freedesktop.secrets) over sd-bus, on a connection of its own:
@@ -88,7 +90,7 @@ let package = Package(
         ]),
         // Unix socket server: framing, peer credentials, dispatch to BrokerCore (no NIO: a thread per connection).
         .target(name: "BrokerServer", dependencies: [
-            "BrokerJSON", "BrokerProtocol", "BrokerCache", "BrokerCore", "BrokerPlatform", "BrokerStore", "Systemd", "CSystemd",
+            "BrokerJSON", "BrokerProtocol", "BrokerCache", "BrokerCore", "BrokerPlatform", "BrokerStore", "CBrokerPlatform",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The client library apps link (MSAL-shaped PublicClientApplication) and brokerctl's only way to the daemon.
@@ -134,6 +136,8 @@ let package = Package(
         .testTarget(name: "BrokerServerTests", dependencies: ["BrokerServer", "BrokerCore", "BrokerProtocol", "BrokerJSON"]),
         // broker1's pure translations (the answers it writes), without a bus.
         .testTarget(name: "BrokerDBusTests", dependencies: ["BrokerDBus", "BrokerCore", "BrokerJSON"]),
+        // BrokerPlatform's lock, threads and file helpers.
+        .testTarget(name: "BrokerPlatformTests", dependencies: ["BrokerPlatform"]),
         .testTarget(name: "BrokerStoreTests", dependencies: [
             "BrokerStore",
             .product(name: "Crypto", package: "swift-crypto"),

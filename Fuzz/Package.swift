@@ -30,7 +30,9 @@ let package = Package(
         .target(name: "BrokerConfig", path: "Modules/BrokerConfig"),
         // The pure parsers of Sources/OAuth (token, device-code, discovery and error responses, id_token,
         // client_info): the files that need no HTTP client.
-        .target(name: "OAuthParsing", dependencies: ["BrokerJSON"], path: "Modules/OAuthParsing"),
+        .target(name: "OAuthParsing", dependencies: ["BrokerJSON", "BrokerPlatform"], path: "Modules/OAuthParsing"),
+        // BrokerPlatform's lock only (Sources/BrokerPlatform/Locked.swift), which HostBackoff.swift takes.
+        .target(name: "BrokerPlatform", path: "Modules/BrokerPlatformLock"),
         // The rules that make a caller's identity from what its process shows (BrokerCore/Apps, the pure files).
         .target(name: "AppIdentityParsing", path: "Modules/AppIdentityParsing"),
     ] + targets.map {

@@ -1,9 +1,6 @@
 import BrokerCache
+import BrokerPlatform
 import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// The cache and the little else a silent cache hit needs, behind one mutex, so that a hit can be answered on the
 /// caller's thread (the socket connection's) without a hop through the broker actor.
@@ -57,7 +54,7 @@ final class CacheCell: @unchecked Sendable {
         }
     }
 
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    private let mutex = PlatformMutex()
     private var contents: Contents
     /// `contents.generation`, readable without the lock: a remembered answer is checked against it on every repeated
     /// request, from every connection's thread at once, and a lock they all take is one a preempted holder makes
@@ -69,21 +66,13 @@ final class CacheCell: @unchecked Sendable {
 
     init(_ contents: Contents) {
         self.contents = contents
-        mutex = .allocate(capacity: 1)
-        mutex.initialize(to: pthread_mutex_t())
-        pthread_mutex_init(mutex, nil)
-    }
-
-    deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
     }
 
     func withLock<Result>(_ body: (inout Contents) throws -> Result) rethrows -> Result {
-        pthread_mutex_lock(mutex)
+        mutex.lock()
         defer {
             publishGeneration()
-            pthread_mutex_unlock(mutex)
+            mutex.unlock()
         }
         return try body(&contents)
     }
@@ -98,10 +87,10 @@ final class CacheCell: @unchecked Sendable {
     var cache: TokenCache {
         get { withLock { $0.cache } }
         _modify {
-            pthread_mutex_lock(mutex)
+            mutex.lock()
             defer {
                 publishGeneration()
-                pthread_mutex_unlock(mutex)
+                mutex.unlock()
             }
             contents.cacheChanged()
             yield &contents.cache

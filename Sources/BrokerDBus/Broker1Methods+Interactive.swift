@@ -1,7 +1,7 @@
+import BrokerPlatform
 import BrokerCache
 import BrokerCore
 import BrokerJSON
-import Synchronization
 
 /// Broker request ids of the sign-ins running for D-Bus callers, and the app each is for.
 final class RunningFlows: Sendable {
@@ -11,7 +11,7 @@ final class RunningFlows: Sendable {
         var sender: String?
     }
 
-    private let ids = Mutex<[String: Starter]>([:])
+    private let ids = Locked<[String: Starter]>([:])
     func add(_ id: String, app: AppID, sender: String?) { ids.withLock { $0[id] = Starter(app: app, sender: sender) } }
     func remove(_ id: String) { ids.withLock { _ = $0.removeValue(forKey: id) } }
 
@@ -69,8 +69,8 @@ extension Broker1Methods {
             scopes: auth["requestedScopes"]?.arrayValue?.compactMap(\.stringValue) ?? [],
             loginHint: text("username"), claims: text("decodedClaims"), flow: flow,
             timeLimitSeconds: limit.components.seconds)
-        let started = Mutex<String?>(nil)
-        let notice = Mutex<Task<DesktopNotifications.Shown?, Never>?>(nil)
+        let started = Locked<String?>(nil)
+        let notice = Locked<Task<DesktopNotifications.Shown?, Never>?>(nil)
         let flows = self.flows, broker = self.broker, logger = self.logger, notifications = self.notifications
         let deadline = Task {
             try await Task.sleep(for: limit)

@@ -1,4 +1,5 @@
 import BrokerCore
+import BrokerPlatform
 import CSystemd
 import Logging
 import Synchronization
@@ -26,9 +27,9 @@ public final class ConsentNotifications: @unchecked Sendable {
     private let apps: AppAccess
     private let logger: Logger
     private let target: UnsafeMutablePointer<brokerd_notification_target>
-    private let work = Mutex<[Work]>([])
+    private let work = Locked<[Work]>([])
     private let stopping = Atomic<Bool>(false)
-    private var thread = pthread_t()
+    private var thread: JoinableThread<Void>?
     private var events: Task<Void, Never>?
     /// On the bus thread: the notification shown for each consent, and who showed it.
     private var shown: [UInt32: (consentId: String, server: String)] = [:]
@@ -86,7 +87,7 @@ public final class ConsentNotifications: @unchecked Sendable {
         guard !stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
         events?.cancel()
         signalWake()
-        pthread_join(thread, nil)
+        thread?.join()
         sd_bus_flush_close_unref(bus)
         _ = close(wake)
     }
@@ -101,12 +102,8 @@ public final class ConsentNotifications: @unchecked Sendable {
     // MARK: The bus thread
 
     private func startThread() {
-        let box = Unmanaged.passRetained(self).toOpaque()
-        pthread_create(&thread, nil, { argument in
-            let notifier = Unmanaged<ConsentNotifications>.fromOpaque(argument!).takeRetainedValue()
-            notifier.run()
-            return nil
-        }, box)
+        // The thread holds the front end until its loop ends.
+        thread = JoinableThread.start { [self] in run() }
     }
 
     private func run() {

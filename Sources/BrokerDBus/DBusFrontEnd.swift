@@ -38,9 +38,9 @@ public final class DBusFrontEnd: @unchecked Sendable {
     private let logger: Logger
     private let target: UnsafeMutablePointer<brokerd_bus_target>
     private let leaving: UnsafeMutablePointer<brokerd_name_left_target>
-    private let replies = Mutex<[(message: OpaquePointer, reply: Reply)]>([])
+    private let replies = Locked<[(message: OpaquePointer, reply: Reply)]>([])
     private let stopping = Atomic<Bool>(false)
-    private var thread = pthread_t()
+    private var thread: JoinableThread<Void>?
     private let ownUID = geteuid()
     /// Who each unique name is, worked out at its first call (CallerIdentity), and the cache hit it was answered last
     /// (`Broker1Methods.answerAgain`). Unique names are never reused on a bus, so an entry never describes another
@@ -97,7 +97,7 @@ public final class DBusFrontEnd: @unchecked Sendable {
     public func stop() {
         guard !stopping.exchange(true, ordering: .sequentiallyConsistent) else { return }
         signalWake()
-        pthread_join(thread, nil)
+        thread?.join()
         close()
     }
 
@@ -114,12 +114,8 @@ public final class DBusFrontEnd: @unchecked Sendable {
     // MARK: The bus thread
 
     private func startThread() {
-        let box = Unmanaged.passRetained(self).toOpaque()
-        pthread_create(&thread, nil, { argument in
-            let service = Unmanaged<DBusFrontEnd>.fromOpaque(argument!).takeRetainedValue()
-            service.run()
-            return nil
-        }, box)
+        // The thread holds the front end until its loop ends.
+        thread = JoinableThread.start { [self] in run() }
     }
 
     private func run() {

@@ -1,5 +1,5 @@
 import CSystemd
-import Dispatch
+import BrokerPlatform
 import Logging
 
 /// A waiting device-code sign-in shown on the desktop through `org.freedesktop.Notifications`, for D-Bus callers,
@@ -8,7 +8,7 @@ import Logging
 ///
 /// Each notification has a session-bus connection of its own, kept until the notification is closed: the front end's
 /// connection belongs to its thread, and some servers drop a notification whose sender left the bus. The calls block
-/// (5 s at most), so they run on a queue of their own rather than on the threads of Swift's tasks.
+/// (5 s at most), so each runs on a thread of its own (PlatformThread.run) rather than on the threads of Swift's tasks.
 struct DesktopNotifications: Sendable {
     static let serverName = "org.freedesktop.Notifications"
     static let callTimeoutMicroseconds: UInt64 = 5_000_000
@@ -24,7 +24,6 @@ struct DesktopNotifications: Sendable {
     }
 
     let logger: Logger
-    private let queue = DispatchQueue(label: "brokerd.desktop-notifications")
 
     init(logger: Logger) {
         self.logger = logger
@@ -33,26 +32,21 @@ struct DesktopNotifications: Sendable {
     /// Shows a notification when a notification server is on the session bus; nil when there is none or it failed.
     func show(summary: String, body: String) async -> Shown? {
         let logger = self.logger
-        return await withCheckedContinuation { continuation in
-            queue.async { continuation.resume(returning: Self.post(summary: summary, body: body, logger: logger)) }
-        }
+        return await PlatformThread.run { Self.post(summary: summary, body: body, logger: logger) }
     }
 
     /// Closes the notification (the sign-in it showed is over) and its connection.
     func close(_ shown: Shown) async {
         let logger = self.logger
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            queue.async {
-                var error = [CChar](repeating: 0, count: 512)
-                let r = brokerd_close_notification(shown.bus, shown.id, &error, error.count)
-                if r < 0 {
-                    logger.notice("desktop notification not closed", metadata: [
-                        "notification_id": "\(shown.id)", "error": "\(Self.text(error))",
-                    ])
-                }
-                sd_bus_flush_close_unref(shown.bus)
-                continuation.resume()
+        await PlatformThread.run {
+            var error = [CChar](repeating: 0, count: 512)
+            let r = brokerd_close_notification(shown.bus, shown.id, &error, error.count)
+            if r < 0 {
+                logger.notice("desktop notification not closed", metadata: [
+                    "notification_id": "\(shown.id)", "error": "\(Self.text(error))",
+                ])
             }
+            sd_bus_flush_close_unref(shown.bus)
         }
     }
 

@@ -1,3 +1,4 @@
+import BrokerPlatform
 import BrokerCore
 import BrokerProtocol
 import Logging

@@ -1,4 +1,4 @@
-import Synchronization
+import BrokerPlatform
 
 /// What other threads hand a connection's thread: answers of finished requests, notifications, an eviction or a
 /// close. Posting wakes the thread's poll. Once the connection is done, a finished request is counted out here
@@ -22,7 +22,7 @@ final class ConnectionInbox: Sendable {
 
     let wakeup: Wakeup
     private let state: ServerState
-    private let mail = Mutex(Mail())
+    private let mail = Locked(Mail())
 
     init(wakeup: Wakeup, state: ServerState) {
         self.wakeup = wakeup

@@ -1,11 +1,11 @@
-import Synchronization
+import BrokerPlatform
 
 /// What a request may do with its connection besides answering: send notifications (interactive prompts,
 /// subscribed events) and keep event forwarding running until the connection closes.
 final class ConnectionLink: Sendable {
     private let sender: @Sendable (_ message: [UInt8], _ droppable: Bool) -> Void
-    private let subscriptions = Mutex<(tasks: [Task<Void, Never>], closed: Bool)>(([], false))
-    private let closeActions = Mutex<(actions: [@Sendable () -> Void], closed: Bool)>(([], false))
+    private let subscriptions = Locked<(tasks: [Task<Void, Never>], closed: Bool)>(([], false))
+    private let closeActions = Locked<(actions: [@Sendable () -> Void], closed: Bool)>(([], false))
 
     /// `send` writes a message; one marked droppable is dropped while the client is not taking its output.
     init(send: @escaping @Sendable (_ message: [UInt8], _ droppable: Bool) -> Void) {

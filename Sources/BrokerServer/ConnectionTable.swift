@@ -1,4 +1,4 @@
-import Synchronization
+import BrokerPlatform
 
 /// The open connections, for the two connection caps: at most `maxConnections` in all and
 /// `maxConnectionsPerProcess` per client process. At a cap, the connection that has been idle longest and has
@@ -13,7 +13,7 @@ final class ConnectionTable: Sendable {
         var perProcess: [Int32: Int] = [:]
     }
 
-    private let entries = Mutex(Entries())
+    private let entries = Locked(Entries())
 
     enum Admission: Equatable {
         case admitted

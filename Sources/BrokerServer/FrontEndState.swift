@@ -1,9 +1,9 @@
-import Synchronization
+import BrokerPlatform
 
 /// How another front end of the same broker is doing, as `getStatus` reports it: nil while it is off, else a
 /// sentence ("serving …", "not serving: …"). Set by the daemon's wiring, read by the router.
 public final class FrontEndState: Sendable {
-    private let state = Mutex<String?>(nil)
+    private let state = Locked<String?>(nil)
 
     public init() {}
 

@@ -1,4 +1,4 @@
-import CSystemd
+import CBrokerPlatform
 import Logging
 import Synchronization
 #if canImport(Glibc)

@@ -1,5 +1,5 @@
+import BrokerPlatform
 import Logging
-import Synchronization
 
 /// The request log: one line per request (method, caller pid and executable, duration, outcome), except that a
 /// request identical to one written less than `window` ago (same method, outcome, pid and executable) is counted
@@ -36,7 +36,7 @@ final class RequestLog: Sendable {
     private let logger: Logger
     let window: Duration
     let windowNanoseconds: UInt64
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(logger: Logger, window: Duration = .seconds(10)) {
         self.logger = logger

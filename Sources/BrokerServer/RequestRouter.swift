@@ -1,9 +1,9 @@
+import BrokerPlatform
 import BrokerCache
 import BrokerJSON
 import BrokerCore
 import BrokerProtocol
 import Logging
-import Systemd
 
 #if canImport(Glibc)
 import Glibc

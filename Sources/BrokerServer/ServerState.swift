@@ -1,3 +1,4 @@
+import BrokerPlatform
 import Synchronization
 
 /// Settings that SIGHUP may change while connections are open. The per-connection ones (in flight, batch, line
@@ -35,15 +36,15 @@ public struct ServerSettings: Sendable {
 /// The counters are atomics, not under the lock: every request counts itself in and out, from every connection's
 /// thread, and a lock they all take is one a preempted holder makes them all wait on.
 final class ServerState: Sendable {
-    let settings: Mutex<ServerSettings>
-    private let connections = Mutex<[ObjectIdentifier: ClientConnection]>([:])
+    let settings: Locked<ServerSettings>
+    private let connections = Locked<[ObjectIdentifier: ClientConnection]>([:])
     private let running = Atomic<Int>(0)
     private let served = Atomic<Int>(0)
     private let draining = Atomic<Bool>(false)
     let ownUID: UInt32
 
     init(settings: ServerSettings, ownUID: UInt32) {
-        self.settings = Mutex(settings)
+        self.settings = Locked(settings)
         self.ownUID = ownUID
     }
 

@@ -1,39 +1,22 @@
-import CSystemd
+import BrokerPlatform
+import CBrokerPlatform
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
 
-/// What the socket front end's threads need from the system besides reads and writes: starting a thread, waking a
-/// thread that waits in poll, and a cheap clock for timeouts.
+/// What the socket front end's threads need besides reads and writes: their stack size, waking a thread that waits
+/// in poll, and cheap clocks for timeouts (threads themselves are started by BrokerPlatform's PlatformThread).
 enum Threads {
     /// Each connection and the acceptor run on a thread of their own, which runs synchronous code only (a cache hit
     /// is answered there; anything else goes to a task). Far less than the 8 MiB default, since there can be hundreds;
     /// JSON nesting is bounded (JSONReader.maximumDepth), so this is ample.
     static let stackSize = 2 << 20
 
-    /// Starts a detached thread running `body`; false if the system has no thread to give.
+    /// Starts a detached thread (PlatformThread) with the connections' stack size; false if the system has none.
     static func start(_ body: @escaping @Sendable () -> Void) -> Bool {
-        var attributes = pthread_attr_t()
-        pthread_attr_init(&attributes)
-        defer { pthread_attr_destroy(&attributes) }
-        pthread_attr_setstacksize(&attributes, stackSize)
-        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-        let box = Unmanaged.passRetained(ThreadBody(body)).toOpaque()
-        var thread = pthread_t()
-        let started = pthread_create(&thread, &attributes, { argument in
-            let body = Unmanaged<ThreadBody>.fromOpaque(argument!).takeRetainedValue()
-            body.run()
-            return nil
-        }, box)
-        if started != 0 { Unmanaged<ThreadBody>.fromOpaque(box).release() }
-        return started == 0
-    }
-
-    private final class ThreadBody {
-        let run: @Sendable () -> Void
-        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+        PlatformThread.detach(stackSize: stackSize, body)
     }
 
     /// Nanoseconds on the monotonic clock, for timing a cache hit: a plain integer, where ContinuousClock's

@@ -1,3 +1,4 @@
+import BrokerPlatform
 import CSQLite
 import Crypto
 
@@ -470,22 +471,11 @@ extension CacheDatabase {
     /// Renames the database and its companions to `<path>.<reason>-<unix time>` (plus `-wal`/`-shm`) and returns
     /// the new path, which SQLite can open as it was. Call it with no connection open on `path`.
     public static func moveAside(_ path: String, reason: String) throws -> String {
-        guard exists(path) else { throw ioFailure("move aside", path: path, errno: ENOENT) }
-        var destination = "\(path).\(reason)-\(time(nil))"
-        var attempt = 1
-        while ([""] + companionSuffixes).contains(where: { exists(destination + $0) }) {
-            attempt += 1
-            destination = "\(path).\(reason)-\(time(nil))-\(attempt)"
+        do {
+            return try AtomicFile.moveAside(path, reason: reason, companions: companionSuffixes)
+        } catch {
+            throw ioFailure(error.operation, path: error.path, errno: error.code)
         }
-        // Companions first: should we stop half-way, `path` is left as a database without its WAL (what a
-        // clean close leaves), never as a WAL whose database is gone.
-        for suffix in companionSuffixes + [""] where exists(path + suffix) {
-            if rename(path + suffix, destination + suffix) != 0 {
-                throw ioFailure("rename to \(destination + suffix)", path: path + suffix, errno: errno)
-            }
-        }
-        try syncDirectory(of: path)
-        return destination
     }
 
     /// Creates the database file with mode 0600 before SQLite sees it, because SQLite creates files 0644 (less
@@ -514,16 +504,9 @@ extension CacheDatabase {
 
     /// Makes a creation or rename durable: the directory entry is what a crash would otherwise lose.
     static func syncDirectory(of path: String) throws {
-        let directory: String
-        if let slash = path.lastIndex(of: "/") {
-            directory = slash == path.startIndex ? "/" : String(path[..<slash])
-        } else {
-            directory = "."
+        do { try AtomicFile.syncDirectory(AtomicFile.parentDirectory(of: path)) } catch {
+            throw ioFailure(error.operation, path: error.path, errno: error.code)
         }
-        let fd = systemOpen(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0)
-        guard fd >= 0 else { throw ioFailure("open directory", path: directory, errno: errno) }
-        defer { systemClose(fd) }
-        if fsync(fd) != 0 { throw ioFailure("fsync directory", path: directory, errno: errno) }
     }
 
     static func fileSize(_ path: String) -> Int? {
@@ -531,10 +514,7 @@ extension CacheDatabase {
         return stat(path, &info) == 0 ? Int(info.st_size) : nil
     }
 
-    static func exists(_ path: String) -> Bool {
-        var info = stat()
-        return lstat(path, &info) == 0
-    }
+    static func exists(_ path: String) -> Bool { AtomicFile.exists(path) }
 
     /// File errors around the database are reported as SQLite I/O errors, so `Failure` stays the one type
     /// callers handle.

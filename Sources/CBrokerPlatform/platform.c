@@ -4,6 +4,9 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <malloc.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #ifndef SYS_pidfd_open
@@ -39,3 +42,15 @@ long brokerd_filesystem_type(const char *path) {
     if (statfs(path, &info) != 0) return -1;
     return (long)info.f_type;
 }
+
+int brokerd_set_nondumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+
+int brokerd_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
+
+int brokerd_limit_malloc_arenas(void) { return mallopt(M_ARENA_MAX, 2); }
+
+int brokerd_trim_heap(void) { return malloc_trim(0); }
+
+int brokerd_accept_cloexec(int fd) { return accept4(fd, 0, 0, SOCK_CLOEXEC); }
+
+int brokerd_eventfd_nonblocking(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }

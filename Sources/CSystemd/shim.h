@@ -1,29 +1,6 @@
 #pragma once
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-journal.h>
-#include <sys/prctl.h>
-
-// prctl is variadic and so not callable from Swift: a fixed-arity wrapper.
-static inline int brokerd_set_nondumpable(void) {
-    return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-}
-
-static inline int brokerd_is_dumpable(void) {
-    return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
-}
-
-#include <malloc.h>
-
-// glibc gives each thread that allocates an arena of its own (up to 8 per core), and each arena keeps memory it
-// freed. brokerd has a handful of threads and no allocation-heavy parallel work: two arenas keep idle RSS down.
-static inline int brokerd_limit_malloc_arenas(void) {
-    return mallopt(M_ARENA_MAX, 2);
-}
-
-// Gives freed heap memory back to the system (after a large import or export).
-static inline int brokerd_trim_heap(void) {
-    return malloc_trim(0);
-}
 
 // MARK: sd-bus (the com.microsoft.identity.broker1 front end)
 #include <systemd/sd-bus.h>
@@ -261,22 +238,6 @@ static inline int brokerd_close_notification(sd_bus *bus, uint32_t id, char *err
     if (r < 0) brokerd_copy_error(&e, r, error, error_size);
     sd_bus_error_free(&e);
     return r;
-}
-
-// accept4 and eventfd, which Swift's Glibc module does not show (a GNU extension, a header it leaves out): the
-// connection and the wake-up descriptors of brokerd's socket front end must be close-on-exec from the start (the
-// browser it spawns must not inherit them). A connection is left blocking (each read and write says MSG_DONTWAIT,
-// except the read that waits for an app's next request after a cache hit); the wake-up descriptor is non-blocking.
-#include <sys/socket.h>
-#include <sys/eventfd.h>
-extern int accept4(int sockfd, struct sockaddr *addr, socklen_t *addrlen, int flags);
-
-static inline int brokerd_accept_cloexec(int fd) {
-    return accept4(fd, 0, 0, SOCK_CLOEXEC);
-}
-
-static inline int brokerd_eventfd_nonblocking(void) {
-    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 // MARK: System bus signals that say the network may be back (SystemEvents)

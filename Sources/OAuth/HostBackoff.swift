@@ -1,4 +1,4 @@
-import Synchronization
+import BrokerPlatform
 
 /// Hosts that could not be reached, and until when a request to one fails at once instead of trying again.
 ///
@@ -26,7 +26,7 @@ public final class HostBackoff: Sendable {
     public static let firstSeconds: Int64 = 2
     public let maximumSeconds: Int64
     private let clock: @Sendable () -> Int64
-    private let hosts = Mutex<[String: State]>([:])
+    private let hosts = Locked<[String: State]>([:])
 
     /// `clock`: seconds on a clock that only moves forward (brokerd passes `Broker.elapsed`).
     public init(maximumSeconds: Int64 = 60, clock: @escaping @Sendable () -> Int64) {
@@ -99,7 +99,7 @@ public final class HostClocks: Sendable {
         public var measuredAt: Int64
     }
 
-    private let readings = Mutex<[String: Reading]>([:])
+    private let readings = Locked<[String: Reading]>([:])
     private let wallClock: @Sendable () -> Int64
 
     public init(wallClock: @escaping @Sendable () -> Int64) {

@@ -1,3 +1,4 @@
+import BrokerPlatform
 import ArgumentParser
 import BrokerConfig
 import BrokerCore

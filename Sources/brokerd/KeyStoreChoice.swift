@@ -1,3 +1,4 @@
+import BrokerPlatform
 import BrokerConfig
 import BrokerCore
 import SecretService

@@ -1,3 +1,4 @@
+import BrokerPlatform
 import BrokerCache
 @testable import BrokerCore
 import BrokerJSON

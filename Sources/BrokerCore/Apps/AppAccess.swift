@@ -1,3 +1,4 @@
+import BrokerPlatform
 import BrokerCache
 import BrokerStore
 import Logging
@@ -11,9 +12,9 @@ import Synchronization
 /// AccessMemo); it never waits on this actor. Only requests the policy does not allow at once come here (`authorize`).
 /// Audit rows are queued by the caller's thread and written by `runAuditWriter` in batches, off every request's path.
 public actor AppAccess {
-    private nonisolated let policy: Mutex<AppPolicy>
+    private nonisolated let policy: Locked<AppPolicy>
     private nonisolated let changes = Atomic<UInt64>(1)
-    private nonisolated let queue = Mutex(AuditQueue())
+    private nonisolated let queue = Locked(AuditQueue())
     private let database: AppDatabase
     private let logger: Logger
     private var retention: AuditRetention
@@ -62,7 +63,7 @@ public actor AppAccess {
         }
         self.problem = problem
         let grants = try database.grants().compactMap(Self.grant(from:))
-        policy = Mutex(AppPolicy(settings: settings, grants: grants))
+        policy = Locked(AppPolicy(settings: settings, grants: grants))
         self.retention = retention
         self.logger = logger
         self.onChange = onChange

@@ -1,15 +1,15 @@
+import BrokerPlatform
 import BrokerStore
 import Crypto
-import Synchronization
 
 /// Reads single accounts from the cache database while the whole cache is still loading (`Broker.open`): a cache hit
 /// at start-up then costs one account's rows, not the cache's. It has its own connection (the store's is busy with
 /// the full load; SQLite's WAL lets both read at once) and is closed once the full load is in place.
 public final class AccountRowReader: Sendable {
-    private let database: Mutex<CacheDatabase?>
+    private let database: Locked<CacheDatabase?>
 
     init(path: String, key: SymmetricKey) throws {
-        database = Mutex(try CacheDatabase(path: path, key: key))
+        database = Locked(try CacheDatabase(path: path, key: key))
     }
 
     /// The rows of one account (`CacheStore.account(of:)` names it); nil when they cannot be read (closed, I/O):

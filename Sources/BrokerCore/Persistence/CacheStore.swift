@@ -1,3 +1,4 @@
+import BrokerPlatform
 import BrokerCache
 import BrokerJSON
 import BrokerStore

@@ -1,3 +1,4 @@
+import BrokerPlatform
 import BrokerStore
 import Crypto
 

@@ -1,3 +1,4 @@
+import BrokerPlatform
 import Crypto
 
 #if canImport(Glibc)

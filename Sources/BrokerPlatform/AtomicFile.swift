@@ -10,6 +10,10 @@ public struct FileError: Error, Sendable, CustomStringConvertible {
     public var path: String
     public var code: Int32
 
+    public init(operation: String, path: String, code: Int32) {
+        (self.operation, self.path, self.code) = (operation, path, code)
+    }
+
     public var description: String { "\(operation) \(path): \(String(cString: strerror(code)))" }
 }
 
@@ -75,15 +79,23 @@ public enum AtomicFile {
         if fsync(fd) != 0 { throw FileError(operation: "fsync", path: directory, code: errno) }
     }
 
-    /// Renames a file that cannot be used to `<path>.<reason>-<unix time>` and returns the new name.
-    public static func moveAside(_ path: String, reason: String) throws(FileError) -> String {
+    /// Renames a file that cannot be used, with its `companions` (files named `path` + suffix, such as SQLite's
+    /// `-wal` and `-shm`), to `<path>.<reason>-<unix time>` (plus each suffix) and returns the new name. Companions
+    /// go first: stopped half-way, `path` is left without them (what a clean close leaves), never a companion whose
+    /// file is gone. No existing file is replaced.
+    public static func moveAside(_ path: String, reason: String, companions: [String] = []) throws(FileError) -> String {
+        guard exists(path) else { throw FileError(operation: "move aside", path: path, code: ENOENT) }
         var destination = "\(path).\(reason)-\(time(nil))"
         var attempt = 1
-        while access(destination, F_OK) == 0 {
+        while ([""] + companions).contains(where: { exists(destination + $0) }) {
             attempt += 1
             destination = "\(path).\(reason)-\(time(nil))-\(attempt)"
         }
-        if rename(path, destination) != 0 { throw FileError(operation: "rename", path: path, code: errno) }
+        for suffix in companions + [""] where exists(path + suffix) {
+            if rename(path + suffix, destination + suffix) != 0 {
+                throw FileError(operation: "rename to \(destination + suffix)", path: path + suffix, code: errno)
+            }
+        }
         try syncDirectory(parentDirectory(of: path))
         return destination
     }
@@ -106,5 +118,10 @@ public enum AtomicFile {
         return parent.isEmpty ? "/" : parent
     }
 
-    public static func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+    /// Whether anything is at `path`, a dangling symbolic link included (lstat): a name that is taken, whatever it
+    /// points to, is never overwritten.
+    public static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
 }

@@ -1,4 +1,4 @@
-import CSystemd
+import CBrokerPlatform
 
 /// The C heap of a long-running daemon with a few threads (glibc's malloc).
 public enum ProcessMemory {

@@ -1,0 +1,1 @@
+../../../Sources/BrokerPlatform/Locked.swift

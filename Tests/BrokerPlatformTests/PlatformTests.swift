@@ -1,0 +1,97 @@
+import BrokerPlatform
+import XCTest
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// BrokerPlatform's own logic: the lock, threads joined for a result, and the crash-safe file helpers every store
+/// uses (written once, here).
+final class PlatformTests: XCTestCase {
+    func testLockedCountsEveryIncrementFromManyThreads() {
+        let counter = Locked(0)
+        let threads = (0..<8).compactMap { _ in
+            JoinableThread.start { for _ in 0..<10_000 { counter.withLock { $0 += 1 } } }
+        }
+        XCTAssertEqual(threads.count, 8)
+        for thread in threads { thread.join() }
+        XCTAssertEqual(counter.withLock { $0 }, 80_000)
+    }
+
+    func testAJoinableThreadReturnsWhatItsBodyReturned() {
+        let thread = JoinableThread.start { (1...100).reduce(0, +) }
+        XCTAssertEqual(thread?.join(), 5050)
+    }
+
+    /// Eight jobs that each wait until all eight are running: on the cooperative pool (as many threads as cores)
+    /// they could never all run at once; each on a thread of its own, they all get there.
+    func testBlockingWorkRunsOnThreadsOfItsOwn() async {
+        let arrived = Locked(0)
+        let jobs = 8
+        let results = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<jobs {
+                group.addTask {
+                    await PlatformThread.run { () -> Bool in
+                        arrived.withLock { $0 += 1 }
+                        for _ in 0..<10_000 {  // 10 s at most, then the job reports it never saw the others
+                            if arrived.withLock({ $0 }) == jobs { return true }
+                            usleep(1_000)
+                        }
+                        return false
+                    }
+                }
+            }
+            return await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        XCTAssertEqual(results, Array(repeating: true, count: jobs))
+    }
+
+    func testMoveAsideTakesTheCompanionsAlongAndNeverReplacesAFile() throws {
+        let directory = try temporaryDirectory()
+        let path = directory + "/cache.db"
+        for (file, text) in [(path, "main"), (path + "-wal", "wal")] { try AtomicFile.replace(file, with: Array(text.utf8)) }
+        // A name already taken, a dangling link included, is never overwritten.
+        let now = time(nil)
+        XCTAssertEqual(symlink("/nonexistent", "\(path).unreadable-\(now)"), 0)
+        XCTAssertTrue(AtomicFile.exists("\(path).unreadable-\(now)"))
+        let aside = try AtomicFile.moveAside(path, reason: "unreadable", companions: ["-wal", "-shm"])
+        XCTAssertNotEqual(aside, "\(path).unreadable-\(now)")
+        XCTAssertFalse(AtomicFile.exists(path))
+        XCTAssertFalse(AtomicFile.exists(path + "-wal"))
+        XCTAssertEqual(try AtomicFile.read(aside).map { String(decoding: $0, as: UTF8.self) }, "main")
+        XCTAssertEqual(try AtomicFile.read(aside + "-wal").map { String(decoding: $0, as: UTF8.self) }, "wal")
+        XCTAssertFalse(AtomicFile.exists(aside + "-shm"))
+    }
+
+    func testMovingAsideAMissingFileIsAnErrorNamingIt() throws {
+        let path = try temporaryDirectory() + "/absent.db"
+        XCTAssertThrowsError(try AtomicFile.moveAside(path, reason: "unreadable")) { error in
+            XCTAssertEqual((error as? FileError)?.code, ENOENT)
+            XCTAssertTrue("\(error)".contains(path))
+        }
+    }
+
+    private func temporaryDirectory() throws -> String {
+        var template = Array("/tmp/brokerd-platform-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else { throw FileError(operation: "mkdtemp", path: "/tmp", code: errno) }
+        let path = String(cString: made)
+        addTeardownBlock { _ = try? FileManagerFree.removeTree(path) }
+        return path
+    }
+}
+
+/// `rm -rf` without Foundation's FileManager (the module links no Foundation).
+private enum FileManagerFree {
+    static func removeTree(_ path: String) throws {
+        guard let directory = opendir(path) else { unlink(path); return }
+        while let entry = readdir(directory) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }
+            guard name != ".", name != ".." else { continue }
+            var info = stat()
+            let child = path + "/" + name
+            if lstat(child, &info) == 0, info.st_mode & S_IFMT == S_IFDIR { try removeTree(child) } else { unlink(child) }
+        }
+        closedir(directory)
+        rmdir(path)
+    }
+}
