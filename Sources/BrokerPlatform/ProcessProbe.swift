@@ -189,6 +189,15 @@ public enum ProcessProbe {
         }
         return nil
     }
+
+    /// `/proc/<pid>/exe` as the kernel shows it, unpinned: what the request log names a peer by (its identity is read
+    /// through the pinned process instead); nil when unreadable.
+    public static func executablePath(of pid: Int32) -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let length = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
+        guard length > 0 else { return nil }
+        return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
 }
 
 public enum ProcessLabel {

@@ -15,13 +15,6 @@ public struct PeerIdentity: Sendable, CustomStringConvertible {
     public var executable: String?
 
     public var description: String { "pid \(pid) uid \(uid) (\(executable ?? "?"))" }
-
-    static func executablePath(of pid: Int32) -> String? {
-        var buffer = [CChar](repeating: 0, count: 4096)
-        let length = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
-        guard length > 0 else { return nil }
-        return String(decoding: buffer[0..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
 }
 
 /// The peer of a connection as accepted: its credentials, and its process pinned at accept (`SO_PEERPIDFD`, else
@@ -80,7 +73,7 @@ enum PeerCredentials {
             return nil
         }
         let identity = PeerIdentity(pid: cred.pid, uid: cred.uid, gid: cred.gid,
-                                    executable: PeerIdentity.executablePath(of: cred.pid))
+                                    executable: ProcessProbe.executablePath(of: cred.pid))
         return AcceptedPeer(identity: identity, process: ProcessProbe.pin(peerOf: fd, pid: cred.pid),
                             securityLabel: securityLabel(of: fd))
     }
