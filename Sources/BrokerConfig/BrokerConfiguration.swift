@@ -43,7 +43,12 @@ public struct BrokerConfiguration: Sendable, Equatable {
     /// Allow plain `http://` to 127.0.0.1 / localhost identity providers (local test servers only).
     public var allowLoopbackHTTP = false
     /// Start a browser for interactive sign-in: `auto` (when a display is present), `always` or `never`.
-    public var openBrowser = "auto"
+    public var openBrowser = OpenBrowser.auto
+
+    /// The values of `open_browser` (BrokerCore's BrowserPolicy has the same cases; this module knows only the file).
+    public enum OpenBrowser: String, Sendable, CaseIterable {
+        case auto, always, never
+    }
     /// Seconds an interactive sign-in may take.
     public var interactiveTimeoutSeconds = 600
     /// Seconds one request to an identity provider may take, from connecting to the last byte of the answer.
@@ -254,8 +259,8 @@ public struct BrokerConfiguration: Sendable, Equatable {
         case "ca_file": caFile = try entry.string()
         case "allow_loopback_http": allowLoopbackHTTP = try entry.bool()
         case "open_browser":
-            openBrowser = try entry.string(oneOf: ["auto", "always", "never"],
-                                           else: "'open_browser' must be \"auto\", \"always\" or \"never\"")
+            openBrowser = OpenBrowser(rawValue: try entry.string(
+                oneOf: OpenBrowser.allCases.map(\.rawValue), else: "'open_browser' must be \"auto\", \"always\" or \"never\"")) ?? .auto
         case "interactive_timeout": interactiveTimeoutSeconds = try entry.int(10...3600)
         case "request_timeout": requestTimeoutSeconds = try entry.int(1...300)
         case "connect_timeout": connectTimeoutSeconds = try entry.int(1...60)

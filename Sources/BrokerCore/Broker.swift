@@ -80,7 +80,7 @@ public actor Broker {
     public private(set) var lastWriteRows = 0
 
     // Token acquisition (Tokens/): the IdP side, shared refreshes, running interactive flows, subscribers.
-    var identity: IdentityProvider? {
+    var identity: IdPClient? {
         get { cell.withLock { $0.identity } }
         set { cell.withLock { $0.identity = newValue } }
     }
@@ -98,7 +98,7 @@ public actor Broker {
     var refreshAgain = false
     var nextSubscriber = 0
 
-    public init(store: CacheStore, writeDelay: Duration = .zero, identity: IdentityProvider? = nil,
+    public init(store: CacheStore, writeDelay: Duration = .zero, identity: IdPClient? = nil,
                 logger: Logger) {
         self.store = store
         cell = CacheCell(.init(cache: TokenCache(), identity: identity))

@@ -12,7 +12,7 @@ import Synchronization
 final class CacheCell: @unchecked Sendable {
     struct Contents {
         var cache: TokenCache
-        var identity: IdentityProvider? {
+        var identity: IdPClient? {
             didSet {
                 authorities = [:]
                 generation &+= 1
@@ -36,7 +36,7 @@ final class CacheCell: @unchecked Sendable {
 
         mutating func cacheChanged() { generation &+= 1 }
 
-        init(cache: TokenCache, identity: IdentityProvider?) {
+        init(cache: TokenCache, identity: IdPClient?) {
             self.cache = cache
             self.identity = identity
         }

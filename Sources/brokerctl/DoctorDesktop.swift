@@ -23,8 +23,8 @@ enum DoctorDesktop {
     /// under systemd that is the user manager's, which a desktop session must import DISPLAY/WAYLAND_DISPLAY into.
     static func browser(_ context: DoctorContext, configuration: BrokerConfiguration?) -> DoctorFinding {
         let id = "browser"
-        let policy = configuration?.openBrowser ?? "auto"
-        if policy == "never" {
+        let policy = configuration?.openBrowser ?? .auto
+        if policy == .never {
             return .ok(id, "open_browser = \"never\": sign-ins show their address or use a device code")
         }
         let session = displayVariables.filter { DoctorSystem.environment($0) != nil }
@@ -34,7 +34,7 @@ enum DoctorDesktop {
             if !present.isEmpty {
                 return .ok(id, "brokerd can start a browser ($\(present.joined(separator: ", $")) set in its environment)")
             }
-            if session.isEmpty && policy == "always" {
+            if session.isEmpty && policy == .always {
                 return .warning(id, "open_browser = \"always\", but brokerd has no display and no $BROWSER: xdg-open fails "
                                 + "and sign-ins wait for you to open their address", fix: "Set open_browser = \"auto\" in brokerd's "
                                 + "configuration (a device code is then used without a display), or set BROWSER for brokerd.")

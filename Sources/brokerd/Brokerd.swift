@@ -77,8 +77,8 @@ struct Brokerd: AsyncParsableCommand {
         for warning in keyChoice.warnings { logger.warning("\(warning)") }
         let store = CacheStore(path: "\(stateDirectory)/cache.db", keyStore: keyStore, reason: keyChoice.reason,
                                leaving: keyChoice.leaving)
-        var identity: IdentityProvider
-        do { identity = try IdentityProvider(settings: Self.identitySettings(configuration)) } catch {
+        var identity: IdPClient
+        do { identity = try IdPClient(settings: Self.identitySettings(configuration)) } catch {
             Self.fail("brokerd: cannot set up HTTPS to identity providers: \(error)")
         }
         let broker = Broker(store: store, writeDelay: .milliseconds(configuration.writeDelayMilliseconds),
@@ -180,7 +180,7 @@ struct Brokerd: AsyncParsableCommand {
                     // Authorities, CA bundle and sign-in settings apply to the next request.
                     if Self.identitySettings(reloaded) != identity.settings {
                         do {
-                            let replacement = try IdentityProvider(settings: Self.identitySettings(reloaded))
+                            let replacement = try IdPClient(settings: Self.identitySettings(reloaded))
                             let previous = await broker.replaceIdentity(replacement)
                             identity = replacement
                             // Interactive flows started before the reload still use the old one: give them their time.
@@ -261,17 +261,17 @@ struct Brokerd: AsyncParsableCommand {
         AppAccess.AuditRetention(days: configuration.auditRetentionDays, maximumRows: configuration.auditMaxRows)
     }
 
-    static func identitySettings(_ configuration: BrokerConfiguration) -> IdentityProvider.Settings {
+    static func identitySettings(_ configuration: BrokerConfiguration) -> IdPClient.Settings {
         var authorities: [String: String] = [:]
         for name in configuration.profiles.keys.sorted() {
             let profile = configuration.profiles[name]!
             if let authority = profile.authority, authorities[profile.clientId] == nil { authorities[profile.clientId] = authority }
         }
-        return IdentityProvider.Settings(
+        return IdPClient.Settings(
             caFile: configuration.caFile, allowLoopbackHTTP: configuration.allowLoopbackHTTP,
             requestTimeoutSeconds: Int64(configuration.requestTimeoutSeconds),
             connectTimeoutSeconds: Int64(configuration.connectTimeoutSeconds), defaultAuthority: configuration.defaultAuthority, clientAuthorities: authorities,
-            openBrowser: configuration.openBrowser,
+            openBrowser: BrowserPolicy(rawValue: configuration.openBrowser.rawValue) ?? .auto,
             interactiveTimeoutSeconds: Int64(configuration.interactiveTimeoutSeconds),
             microsoftBaseURL: configuration.microsoftBaseURL, trustedAuthorityHosts: configuration.trustedAuthorityHosts,
             b2cHosts: configuration.b2cHosts, clientCapabilities: configuration.clientCapabilities)

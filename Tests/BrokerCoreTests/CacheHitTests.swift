@@ -14,7 +14,7 @@ final class CacheHitTests: XCTestCase {
 
     private func makeBroker(_ entries: [(CredentialKind, CacheEntity)]) async throws -> Broker {
         // Microsoft hosts go to a closed local port: instance discovery fails at once instead of leaving the machine.
-        let identity = try IdentityProvider(settings: .init(microsoftBaseURL: "https://127.0.0.1:9"))
+        let identity = try IdPClient(settings: .init(microsoftBaseURL: "https://127.0.0.1:9"))
         addTeardownBlock { await identity.shutdown() }  // its HTTP client must be shut down before it goes
         let broker = Broker(store: CacheStore(path: "/nonexistent/cache.db", keyStore: .memory), identity: identity,
                             logger: Logger(label: "cache-hit-tests"))

@@ -11,9 +11,9 @@ final class PartialLoadTests: XCTestCase {
     var authority: String { "https://login.microsoftonline.com/\(tenant)" }
     func hid(_ n: Int) -> String { "uid-\(n).\(tenant)" }
 
-    private func identity() throws -> IdentityProvider {
+    private func identity() throws -> IdPClient {
         // Microsoft hosts go to a closed local port: instance discovery fails at once instead of leaving the machine.
-        let identity = try IdentityProvider(settings: .init(microsoftBaseURL: "https://127.0.0.1:9"))
+        let identity = try IdPClient(settings: .init(microsoftBaseURL: "https://127.0.0.1:9"))
         addTeardownBlock { await identity.shutdown() }
         return identity
     }

@@ -73,12 +73,12 @@ func cacheLookupBenchmarks() {
 
 final class BrokerState: @unchecked Sendable {
     let broker: Broker
-    let identity: IdentityProvider
+    let identity: IdPClient
     let request: SilentTokenRequest
     let account: Fixture.Account
 
     init(accounts: Int) async throws {
-        identity = try IdentityProvider(settings: .init())
+        identity = try IdPClient(settings: .init())
         // keyStore .memory: nothing is written, the path is never used.
         broker = Broker(store: CacheStore(path: "/nonexistent/brokerd-bench/cache.db", keyStore: .memory),
                         identity: identity, logger: Fixture.quietLogger)

@@ -5,7 +5,7 @@ internal import OAuth
 /// (NetworkMemory, persisted with the cache). Within the discovery lifetime a remembered document is used without
 /// asking; past it, the network is asked, and while the network fails the old document is used rather than none.
 extension Broker {
-    func providerMetadata(_ authority: Authority, idp: IdentityProvider) async throws(TokenFailure) -> ProviderMetadata {
+    func providerMetadata(_ authority: Authority, idp: IdPClient) async throws(TokenFailure) -> ProviderMetadata {
         // Keyed by where the document really comes from: a test IdP on another port is another provider.
         let source = idp.networkURL(authority.discoveryBase)
         let remembered = cell.withLock { $0.cache.learned.fact(.discovery, source) }.flatMap { fact in

@@ -37,7 +37,7 @@ public struct InteractiveTokenRequest: Sendable {
     }
 
     /// The longest this sign-in may wait for the user.
-    func waitLimit(_ settings: IdentityProvider.Settings) -> Int64 {
+    func waitLimit(_ settings: IdPClient.Settings) -> Int64 {
         min(settings.interactiveTimeoutSeconds, timeLimitSeconds ?? .max)
     }
 }
@@ -149,7 +149,7 @@ struct InteractiveResult: Sendable {
 
 /// Authorization code + PKCE with a loopback redirect (RFC 8252), state and nonce checked.
 struct BrowserSignIn: Sendable {
-    let idp: IdentityProvider
+    let idp: IdPClient
     let metadata: ProviderMetadata
     let request: InteractiveTokenRequest
     let requestId: String
@@ -220,7 +220,7 @@ struct BrowserSignIn: Sendable {
 
 /// RFC 8628: show the user code, poll at `interval` (longer after `slow_down`) until approved, denied or expired.
 struct DeviceCodeSignIn: Sendable {
-    let idp: IdentityProvider
+    let idp: IdPClient
     let metadata: ProviderMetadata
     let request: InteractiveTokenRequest
     let requestId: String
@@ -283,7 +283,7 @@ struct DeviceCodeSignIn: Sendable {
 
 /// Who signed in: the validated id_token; or, when the response has neither an id_token nor client_info (the
 /// device grant of some providers), the claims of the userinfo endpoint.
-func identity(of response: TokenResponse, idp: IdentityProvider, metadata: ProviderMetadata, clientId: String,
+func identity(of response: TokenResponse, idp: IdPClient, metadata: ProviderMetadata, clientId: String,
               nonce: String?) async throws -> IdToken? {
     guard let raw = response.idToken else {
         if response.clientInfo != nil { return nil }
@@ -302,15 +302,22 @@ func identity(of response: TokenResponse, idp: IdentityProvider, metadata: Provi
     }
 }
 
-/// Starts the user's browser on a URL: `$BROWSER`, else `xdg-open`. `auto` only when a display is present or `$BROWSER`
-/// names a browser (which may be a terminal one).
+/// Whether an interactive sign-in starts the user's browser (the `open_browser` setting).
+public enum BrowserPolicy: String, Sendable, CaseIterable {
+    /// When a display is present or `$BROWSER` names a browser (which may be a terminal one).
+    case auto
+    case always
+    case never
+}
+
+/// Starts the user's browser on a URL: `$BROWSER`, else `xdg-open`, as `BrowserPolicy` allows.
 enum BrowserLauncher {
     /// Whether `open` starts a browser under `policy` in this environment, and why (for the log).
-    static func availability(policy: String) -> (available: Bool, reason: String) {
+    static func availability(policy: BrowserPolicy) -> (available: Bool, reason: String) {
         switch policy {
-        case "never": return (false, "open_browser = \"never\"")
-        case "always": return (true, "open_browser = \"always\"")
-        default:
+        case .never: return (false, "open_browser = \"never\"")
+        case .always: return (true, "open_browser = \"always\"")
+        case .auto:
             for name in ["WAYLAND_DISPLAY", "DISPLAY"] where variable(name) != nil { return (true, "$\(name) is set") }
             if variable("BROWSER") != nil { return (true, "$BROWSER is set") }
             return (false, "no display (DISPLAY and WAYLAND_DISPLAY unset) and no $BROWSER")
@@ -322,7 +329,7 @@ enum BrowserLauncher {
         getenv(name).map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
     }
 
-    static func open(_ url: String, policy: String) {
+    static func open(_ url: String, policy: BrowserPolicy) {
         guard availability(policy: policy).available else { return }
         let program = variable("BROWSER") ?? "xdg-open"
         let executable: Executable = program.contains("/") ? .path(FilePath(program)) : .name(program)

@@ -241,7 +241,7 @@ extension Broker {
     /// Instance discovery's alias groups of an Entra cloud, so lookups match every alias's entries. Asked in the
     /// background, once per host: a request never waits for it, and what is built in already covers Microsoft's
     /// clouds. A failed lookup is asked again on a slow-path request after `aliasRetrySeconds`, not on every request.
-    func learnAliases(of authority: Authority, idp: IdentityProvider) {
+    func learnAliases(of authority: Authority, idp: IdPClient) {
         guard authority.kind == .entra else { return }
         let now = Self.elapsed()
         guard cell.withLock({ Self.startsAliasLookup(of: authority, now: now, in: &$0) }) else { return }
@@ -282,7 +282,7 @@ extension Broker {
         await rememberAliases(groups, host: host)
     }
 
-    func identityProvider() throws(TokenFailure) -> IdentityProvider {
+    func identityProvider() throws(TokenFailure) -> IdPClient {
         guard let identity else { throw .internal("token acquisition is not configured in this broker") }
         return identity
     }
@@ -300,7 +300,7 @@ extension Broker {
     /// family or not known to be outside it, then the app's own. A family token refused with `client_mismatch`
     /// records the app as outside the family. Concurrent callers asking for the same thing share one request.
     private func redeemRefreshToken(hid: String, clientId: String, authority: Authority, scopes: [String], claims: String?,
-                                    idp: IdentityProvider) async throws(TokenFailure) -> TokenOutcome {
+                                    idp: IdPClient) async throws(TokenFailure) -> TokenOutcome {
         func newestFirst(_ query: CacheQuery) -> [(key: String, entity: CacheEntity)] {
             cache.find(.refreshToken, query).sorted { ($0.entity.lastModificationTime ?? 0) > ($1.entity.lastModificationTime ?? 0) }
         }
@@ -337,7 +337,7 @@ extension Broker {
     }
 
     private func redeem(_ secret: String, rtKey: String, family: Bool, hid: String, clientId: String, authority: Authority,
-                        scopes: [String], claims: String?, idp: IdentityProvider) async throws(TokenFailure) -> TokenOutcome {
+                        scopes: [String], claims: String?, idp: IdPClient) async throws(TokenFailure) -> TokenOutcome {
         let flightKey = ([clientId, rtKey, authority.url, claims ?? ""] + scopes.map { $0.lowercased() }.sorted()).joined(separator: "\n")
         if let running = refreshFlights[flightKey] {
             return try await Self.value(of: running)

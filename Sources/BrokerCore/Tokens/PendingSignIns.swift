@@ -63,6 +63,6 @@ extension Broker {
     /// Whether an interactive sign-in can show the system browser now (`open_browser` and brokerd's environment), and
     /// why: front ends whose callers cannot show a sign-in choose the device code otherwise.
     public func browserAvailability() -> (available: Bool, reason: String) {
-        BrowserLauncher.availability(policy: identity?.settings.openBrowser ?? "auto")
+        BrowserLauncher.availability(policy: identity?.settings.openBrowser ?? .auto)
     }
 }

@@ -1,8 +1,8 @@
 internal import OAuth
 
-/// What brokerd needs to talk to identity providers: HTTP, discovery (cached), the token endpoint client, and
-/// the settings of interactive sign-in. One per daemon.
-public final class IdentityProvider: Sendable {
+/// brokerd's client of identity providers: HTTP, discovery (cached), the token endpoint client, and the settings
+/// of interactive sign-in. One per daemon.
+public final class IdPClient: Sendable {
     public struct Settings: Sendable, Equatable {
         /// PEM file of CA certificates to trust for HTTPS to identity providers (instead of the system store).
         public var caFile: String?
@@ -16,8 +16,8 @@ public final class IdentityProvider: Sendable {
         public var defaultAuthority: String?
         /// Authorities by client id (from the configuration's profiles).
         public var clientAuthorities: [String: String]
-        /// `auto` (when a display is present), `always` or `never`.
-        public var openBrowser: String
+        /// Whether an interactive sign-in starts the user's browser.
+        public var openBrowser: BrowserPolicy
         public var interactiveTimeoutSeconds: Int64
         public var discoveryTTLSeconds: Int64
         /// Where requests to the Microsoft cloud hosts really go (tests: the Entra emulator); the cache keeps
@@ -32,7 +32,7 @@ public final class IdentityProvider: Sendable {
 
         public init(caFile: String? = nil, allowLoopbackHTTP: Bool = false, requestTimeoutSeconds: Int64 = 30,
                     connectTimeoutSeconds: Int64 = 3, defaultAuthority: String? = nil,
-                    clientAuthorities: [String: String] = [:], openBrowser: String = "auto",
+                    clientAuthorities: [String: String] = [:], openBrowser: BrowserPolicy = .auto,
                     interactiveTimeoutSeconds: Int64 = 600, discoveryTTLSeconds: Int64 = 24 * 3600,
                     microsoftBaseURL: String? = nil, trustedAuthorityHosts: [String] = [], b2cHosts: [String] = [],
                     clientCapabilities: [String] = []) {
@@ -118,7 +118,7 @@ public final class IdentityProvider: Sendable {
 
 extension Broker {
     /// Swaps in new identity-provider settings (SIGHUP); requests already running finish with the old ones.
-    public func replaceIdentity(_ replacement: IdentityProvider) -> IdentityProvider? {
+    public func replaceIdentity(_ replacement: IdPClient) -> IdPClient? {
         defer { identity = replacement }
         return identity
     }
