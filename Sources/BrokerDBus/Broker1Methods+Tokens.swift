@@ -229,9 +229,9 @@ extension Broker1Methods {
         case .serverDeclinedScopes: return tokenError(status: .apiContractViolation, tag: 0x6272_0023, errorCode: code, context: context)
         case .invalidRequest(_, let reason):
             let status: Broker1Status = switch reason {
-            case "untrustedAuthority": .authorityUntrusted
-            case "missingAuthority", "invalidAuthority", "discoveryFailed": .incorrectConfiguration
-            default: .apiContractViolation
+            case .untrustedAuthority: .authorityUntrusted
+            case .missingAuthority, .invalidAuthority, .discoveryFailed: .incorrectConfiguration
+            case .ambiguousAccount, .missingScopes, .interactiveFlowRunning: .apiContractViolation
             }
             return tokenError(status: status, tag: 0x6272_0024, errorCode: code, context: context)
         case .protectionPoliciesRequired, .serverError, .internal:

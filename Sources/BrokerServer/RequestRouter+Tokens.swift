@@ -237,7 +237,7 @@ extension RequestRouter {
                 data["retryAfter"] = .int(Int(retryAfter))
             }
         case .invalidRequest(_, let reason):
-            return RPCError.invalidParams(failure.description, reason: reason)
+            return RPCError.invalidParams(failure.description, reason: reason.rawValue)
         case .internal: code = RPCErrorCode.brokerInternal
         }
         return RPCError(code: code, message: failure.description, data: data.members.isEmpty ? nil : .object(data))

@@ -50,9 +50,22 @@ final class TranslationTests: XCTestCase {
         XCTAssertNil(RequestRouter.rpcError(.serverError("invalid_scope", nil)).data, "no OAuth detail, no data")
         XCTAssertEqual(RequestRouter.rpcError(.internal("no Account entry")).code, -50000)
 
-        let invalid = RequestRouter.rpcError(.invalidRequest("no authority", reason: "missingAuthority"))
+        let invalid = RequestRouter.rpcError(.invalidRequest("no authority", reason: .missingAuthority))
         XCTAssertEqual(invalid.code, -32602)
         XCTAssertEqual(data(invalid)["reason"], .string("missingAuthority"))
+    }
+
+    /// Every reason an invalid request can have reaches the app as -32602 with the reason's own word.
+    func testEachInvalidRequestReasonIsItsWordOnTheWire() {
+        for reason in InvalidRequestReason.allCases {
+            let error = RequestRouter.rpcError(.invalidRequest("why", reason: reason))
+            XCTAssertEqual(error.code, -32602, "\(reason)")
+            XCTAssertEqual(error.message, "why")
+            XCTAssertEqual(data(error)["reason"], .string(reason.rawValue))
+        }
+        XCTAssertEqual(InvalidRequestReason.allCases.map(\.rawValue).sorted(),
+                       ["ambiguousAccount", "discoveryFailed", "interactiveFlowRunning", "invalidAuthority", "missingAuthority",
+                        "missingScopes", "untrustedAuthority"], "the words docs/protocol.md lists")
     }
 
     func testTheWaitingQueueIsFirstInFirstOut() {

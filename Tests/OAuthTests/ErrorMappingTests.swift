@@ -246,7 +246,7 @@ final class TokenFailureMappingTests: XCTestCase {
         guard case .invalidRequest(_, let reason) = TokenFailure.fromInteractive(.configuration("http://x is not https")) else {
             return XCTFail("a configuration failure is an invalid request")
         }
-        XCTAssertEqual(reason, "invalidAuthority")
+        XCTAssertEqual(reason, .invalidAuthority)
         guard case .serverError(_, nil) = TokenFailure.fromInteractive(.idToken("nonce")) else {
             return XCTFail("an id_token failure is a serverError")
         }

@@ -63,7 +63,7 @@ extension Broker {
         let slot = "\(request.clientId.lowercased())\n\((request.loginHint ?? "").lowercased())"
         guard interactiveSlots.insert(slot).inserted else {
             throw .invalidRequest("an interactive sign-in for this app\(request.loginHint.map { " and \($0)" } ?? "") is already running",
-                                  reason: "interactiveFlowRunning")
+                                  reason: .interactiveFlowRunning)
         }
         defer { interactiveSlots.remove(slot) }
         let requestId = PKCE.randomToken(bytes: 12)

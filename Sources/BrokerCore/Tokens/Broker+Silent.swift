@@ -177,7 +177,7 @@ extension Broker {
         let hid: String
         do { hid = try cache.resolve(request.account) } catch {
             switch error {
-            case .ambiguous: throw .invalidRequest(Failure.lookup(error).description, reason: "ambiguousAccount")
+            case .ambiguous: throw .invalidRequest(Failure.lookup(error).description, reason: .ambiguousAccount)
             case .notFound: throw .interactionRequired("no such account in the broker (\(request.account))", nil)
             }
         }
@@ -193,7 +193,7 @@ extension Broker {
         }
         let scopes = Scopes.requested(request.scopes)
         guard !scopes.isEmpty || !request.scopes.isEmpty else {
-            throw .invalidRequest("'scopes' must name at least one scope", reason: "missingScopes")
+            throw .invalidRequest("'scopes' must name at least one scope", reason: .missingScopes)
         }
         return SilentPlan(hid: hid, authority: authority, scopes: scopes)
     }

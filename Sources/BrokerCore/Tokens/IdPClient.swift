@@ -84,17 +84,17 @@ public final class IdPClient: Sendable {
     /// (an Entra-shaped authority on a host nobody trusts is refused).
     func authority(requested: String?, clientId: String) throws(TokenFailure) -> Authority {
         guard let text = requested ?? settings.clientAuthorities[clientId] ?? settings.defaultAuthority else {
-            throw .invalidRequest("no authority: pass 'authority', or configure one for client \(clientId)", reason: "missingAuthority")
+            throw .invalidRequest("no authority: pass 'authority', or configure one for client \(clientId)", reason: .missingAuthority)
         }
         guard let authority = Authority(text, b2cHosts: settings.b2cHosts, trustedHosts: settings.trustedAuthorityHosts) else {
-            throw .invalidRequest("'\(text)' is not an authority URL (https://host/tenant)", reason: "invalidAuthority")
+            throw .invalidRequest("'\(text)' is not an authority URL (https://host/tenant)", reason: .invalidAuthority)
         }
         if authority.looksLikeEntra, authority.kind == .oidc {
             throw .invalidRequest("authority validation failed: \(authority.host) is not a Microsoft identity platform host; "
-                                  + "add it to trusted_authority_hosts if it is one", reason: "untrustedAuthority")
+                                  + "add it to trusted_authority_hosts if it is one", reason: .untrustedAuthority)
         }
         do { try transport.check(networkURL(authority.url)) } catch {
-            throw .invalidRequest(error.description, reason: "invalidAuthority")
+            throw .invalidRequest(error.description, reason: .invalidAuthority)
         }
         return authority
     }
@@ -110,7 +110,7 @@ public final class IdPClient: Sendable {
             switch error {
             case .transient(let why): throw .unavailable(why)
             case .unreachable(let blocked): throw .unavailable(error.description, retryAfter: blocked.retryAfter)
-            default: throw .invalidRequest(error.description, reason: "discoveryFailed")
+            default: throw .invalidRequest(error.description, reason: .discoveryFailed)
             }
         }
     }

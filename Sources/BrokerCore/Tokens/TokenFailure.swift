@@ -39,6 +39,23 @@ public struct IdPError: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// What was wrong with a request the broker refused as invalid. The raw value is the wire's word (the socket's
+/// `data.reason`, docs/protocol.md) and the audit's; each front end maps the case, never the text.
+public enum InvalidRequestReason: String, Sendable, Equatable, CaseIterable {
+    /// The account named matches several (a username in more than one tenant or cloud).
+    case ambiguousAccount
+    case missingScopes
+    /// An interactive sign-in of the same app (and login hint) is already running.
+    case interactiveFlowRunning
+    /// No authority in the request, the client's profile or the configuration.
+    case missingAuthority
+    case invalidAuthority
+    /// An authority on a host that is not known to be Microsoft's (authority validation).
+    case untrustedAuthority
+    /// The authority's discovery document could not be had or read.
+    case discoveryFailed
+}
+
 /// Why a token request failed, in the vocabulary apps act on (SPEC §2, MSAL's codes). The OAuth detail the IdP
 /// gave travels along; secrets never do.
 public enum TokenFailure: Error, Sendable, Equatable, CustomStringConvertible {
@@ -55,7 +72,7 @@ public enum TokenFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// (sooner if the network changes); nil when the IdP answered but could not serve now.
     case unavailable(String, retryAfter: Int64? = nil)
     /// The request itself is wrong (unknown authority, missing account, a flow already running…).
-    case invalidRequest(String, reason: String)
+    case invalidRequest(String, reason: InvalidRequestReason)
     case `internal`(String)
 
     public var description: String {
@@ -107,7 +124,7 @@ public enum TokenFailure: Error, Sendable, Equatable, CustomStringConvertible {
             return .serverError("the identity provider refused the sign-in: \(response)", response)
         case .transient(let why): return .unavailable(why)
         case .unreachable(let blocked): return .unavailable(failure.description, retryAfter: blocked.retryAfter)
-        case .configuration(let why): return .invalidRequest(why, reason: "invalidAuthority")
+        case .configuration(let why): return .invalidRequest(why, reason: .invalidAuthority)
         default: return .serverError(failure.description, nil)
         }
     }
@@ -123,7 +140,7 @@ extension TokenFailure {
         case .userCanceled: return "userCanceled"
         case .serverError: return "serverError"
         case .unavailable: return "unavailable"
-        case .invalidRequest(_, let reason): return "invalidRequest:\(reason)"
+        case .invalidRequest(_, let reason): return "invalidRequest:\(reason.rawValue)"
         case .internal: return "internal"
         }
     }
