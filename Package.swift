@@ -136,6 +136,8 @@ let package = Package(
         .testTarget(name: "BrokerServerTests", dependencies: ["BrokerServer", "BrokerCore", "BrokerProtocol", "BrokerJSON"]),
         // broker1's pure translations (the answers it writes), without a bus.
         .testTarget(name: "BrokerDBusTests", dependencies: ["BrokerDBus", "BrokerCore", "BrokerJSON"]),
+        // The client library's own logic: brokerd's errors as the cases an app switches on.
+        .testTarget(name: "BrokerClientTests", dependencies: ["BrokerClient", "BrokerProtocol", "BrokerJSON"]),
         // BrokerPlatform's lock, threads and file helpers.
         .testTarget(name: "BrokerPlatformTests", dependencies: ["BrokerPlatform"]),
         .testTarget(name: "BrokerStoreTests", dependencies: [
