@@ -8,7 +8,7 @@ let package = Package(
         .executable(name: "brokerd", targets: ["brokerd"]),
         .executable(name: "brokerctl", targets: ["brokerctl"]),
         .library(name: "BrokerClient", targets: ["BrokerClient"]),
-        .library(name: "BrokerBenchmarkSupport", targets: ["BrokerCache", "BrokerCore", "BrokerProtocol", "BrokerJSON", "BrokerStore"]),
+        .library(name: "BrokerBenchmarkSupport", targets: ["BrokerCache", "BrokerCore", "BrokerProtocol", "BrokerWire", "BrokerServer", "BrokerJSON", "BrokerStore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -43,6 +43,10 @@ let package = Package(
         .target(name: "BrokerJSON"),
         // Wire contract: JSON-RPC envelope, method names, params/results, error codes, socket location.
         .target(name: "BrokerProtocol", dependencies: ["BrokerJSON"]),
+        // The server side's wire speed-ups, kept out of the contract every client links: a request line's shape
+        // scanned once, a repeated request recognised around its id, the usual silent params read without the
+        // decoder, and a token result written directly.
+        .target(name: "BrokerWire", dependencies: ["BrokerJSON", "BrokerProtocol"]),
         // OAuth 2.0 / OIDC on the wire: discovery, token endpoint, PKCE, loopback redirect, device code,
         // id_token and client_info decoding. Knows nothing about the cache.
         .target(name: "OAuth", dependencies: [
@@ -90,7 +94,7 @@ let package = Package(
         ]),
         // Unix socket server: framing, peer credentials, dispatch to BrokerCore (no NIO: a thread per connection).
         .target(name: "BrokerServer", dependencies: [
-            "BrokerJSON", "BrokerProtocol", "BrokerCache", "BrokerCore", "BrokerPlatform", "BrokerStore", "CBrokerPlatform",
+            "BrokerJSON", "BrokerProtocol", "BrokerWire", "BrokerCache", "BrokerCore", "BrokerPlatform", "BrokerStore", "CBrokerPlatform",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The client library apps link (MSAL-shaped PublicClientApplication) and brokerctl's only way to the daemon.
@@ -127,7 +131,7 @@ let package = Package(
                                                       "BrokerStore", "BrokerPlatform"],
                     resources: [.copy("Fixtures")]),
         // docs/openrpc.json against the Swift protocol types (MethodCatalog): a missing method or field fails.
-        .testTarget(name: "ProtocolTests", dependencies: ["BrokerProtocol", "BrokerJSON"]),
+        .testTarget(name: "ProtocolTests", dependencies: ["BrokerProtocol", "BrokerWire", "BrokerJSON"]),
         .testTarget(name: "OAuthTests", dependencies: ["OAuth", "BrokerCache", "BrokerCore", "BrokerJSON"]),
         // brokerctl's QR renderer (TerminalQR.swift), decoded back with a real decoder (zbarimg).
         .testTarget(name: "BrokerctlTests", dependencies: ["brokerctl"]),

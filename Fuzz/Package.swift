@@ -10,7 +10,7 @@ let fuzzEntry: [SwiftSetting] = [.unsafeFlags(["-parse-as-library"])]
 
 let targets: [(name: String, dependencies: [Target.Dependency])] = [
     ("fuzz-json-reader", ["BrokerJSON"]),
-    ("fuzz-rpc-line", ["BrokerJSON", "BrokerProtocol"]),
+    ("fuzz-rpc-line", ["BrokerJSON", "BrokerProtocol", "BrokerWire"]),
     ("fuzz-cache-document", ["BrokerJSON", "BrokerCache"]),
     ("fuzz-oauth-responses", ["BrokerJSON", "OAuthParsing"]),
     ("fuzz-id-token", ["BrokerJSON", "OAuthParsing"]),
@@ -26,6 +26,7 @@ let package = Package(
     targets: [
         .target(name: "BrokerJSON", path: "Modules/BrokerJSON"),
         .target(name: "BrokerProtocol", dependencies: ["BrokerJSON"], path: "Modules/BrokerProtocol"),
+        .target(name: "BrokerWire", dependencies: ["BrokerJSON", "BrokerProtocol"], path: "Modules/BrokerWire"),
         .target(name: "BrokerCache", dependencies: ["BrokerJSON"], path: "Modules/BrokerCache"),
         .target(name: "BrokerConfig", path: "Modules/BrokerConfig"),
         // The pure parsers of Sources/OAuth (token, device-code, discovery and error responses, id_token,

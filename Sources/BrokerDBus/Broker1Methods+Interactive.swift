@@ -42,8 +42,8 @@ public enum DBusSignIn: String, Sendable, CaseIterable {
 extension Broker1Methods {
     /// `authorizationType` 6: `username` is the login hint and `decodedClaims` the claims. The sign-in UI is the
     /// broker's: the system browser and the loopback redirect, or, without a display, a device code published in the
-    /// status, as an event and as a desktop notification. A sign-in still running when `interactiveLimit` is reached
-    /// is cancelled and answered UserCanceled.
+    /// status, as an event and as a desktop notification. The core ends a sign-in still running when `interactiveLimit`
+    /// is reached (its `timeLimitSeconds`), answered UserCanceled.
     func interactiveToken(_ params: JSONObject, correlationId: String, caller: CallerIdentity, sender: String?) async -> JSONValue {
         guard let auth = params["authParameters"]?.objectValue, let clientId = auth["clientId"]?.stringValue,
               !clientId.isEmpty else {
@@ -71,15 +71,8 @@ extension Broker1Methods {
             timeLimitSeconds: limit.components.seconds)
         let started = Locked<String?>(nil)
         let notice = Locked<Task<DesktopNotifications.Shown?, Never>?>(nil)
-        let flows = self.flows, broker = self.broker, logger = self.logger, notifications = self.notifications
-        let deadline = Task {
-            try await Task.sleep(for: limit)
-            guard let id = started.withLock({ $0 }) else { return }
-            logger.notice("D-Bus sign-in ran out of time; cancelled", metadata: ["client_id": "\(clientId)"])
-            _ = await broker.cancelInteractiveFlow(id)
-        }
+        let flows = self.flows, notifications = self.notifications
         defer {
-            deadline.cancel()
             if let id = started.withLock({ $0 }) { flows.remove(id) }
         }
         let outcome: TokenOutcome

@@ -25,36 +25,33 @@ extension Broker1Methods {
               !clientId.isEmpty else {
             return Self.tokenError(status: .apiContractViolation, tag: 0x6272_0010, context: "authParameters.clientId is missing")
         }
-        var selector: AccountSelector?
+        var account: (homeAccountId: String?, username: String?)? = nil
         if let hid = auth["account"]?.objectValue?["homeAccountId"]?.stringValue, !hid.isEmpty {
-            selector = .homeAccountId(hid)
+            account = (hid, await broker.accountSummary(homeAccountId: hid)?.username)
         } else if case .allow = apps.decide(caller, clientId: clientId, account: nil, scopes: []) {
             // The default account is chosen among those the app may see; an app the policy asks about is asked first
             // (below), and its account chosen then.
             switch await defaultAccount(clientId, caller: caller) {
-            case .success(let hid): selector = .homeAccountId(hid)
+            case .success(let chosen): account = chosen
             case .failure(let error): return error.answer
             }
         }
         let requested = auth["requestedScopes"]?.arrayValue?.compactMap(\.stringValue) ?? []
         let scopes = Scopes.requested(requested)
-        var account: (homeAccountId: String?, username: String?)? = nil
-        if case .homeAccountId(let hid) = selector {
-            account = (hid, await broker.accountSummary(homeAccountId: hid)?.username)
-        }
         if case .failure(let refusal) = await apps.authorize(caller, frontEnd: "dbus", clientId: clientId, account: account,
                                                              scopes: scopes) {
             return Self.refusal(refusal)
         }
-        if selector == nil {
+        if account == nil {
             switch await defaultAccount(clientId, caller: caller) {
-            case .success(let hid):
-                selector = .homeAccountId(hid)
-                account = (hid, await broker.accountSummary(homeAccountId: hid)?.username)
+            case .success(let chosen): account = chosen
             case .failure(let error): return error.answer
             }
         }
-        guard let selector else { return Self.tokenError(status: .unexpected, tag: 0x6272_0014, context: "no account chosen") }
+        guard let hid = account?.homeAccountId else {
+            return Self.tokenError(status: .unexpected, tag: 0x6272_0014, context: "no account chosen")
+        }
+        let selector = AccountSelector.homeAccountId(hid)
         let request = SilentTokenRequest(
             clientId: clientId, authority: auth["authority"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 },
             scopes: requested, account: selector, claims: auth["decodedClaims"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 })
@@ -120,15 +117,19 @@ extension Broker1Methods {
         var answer: JSONValue
     }
 
-    /// `account: null` (a silent sign-in): the only account the app may see for this client ID, else
-    /// InteractionRequired.
-    func defaultAccount(_ clientId: String, caller: CallerIdentity) async -> Result<String, EarlyAnswer> {
-        let visible = apps.visible(await broker.accounts(visibleTo: clientId), to: caller, clientId: clientId)
-        guard visible.count == 1 else {
-            return .failure(EarlyAnswer(answer: Self.tokenError(status: .interactionRequired, tag: 0x6272_0011, context: visible.isEmpty
-                ? "no account is signed in to brokerd for this app" : "more than one account: the app must choose one")))
+    /// `account: null` (a silent sign-in): the default account (BrokerCore's `AppAccess.defaultAccount`), with its
+    /// username for the record; none, or more than one, is InteractionRequired, so that the client signs the user in.
+    func defaultAccount(_ clientId: String, caller: CallerIdentity) async
+        -> Result<(homeAccountId: String?, username: String?), EarlyAnswer> {
+        switch await apps.defaultAccount(of: broker, for: caller, clientId: clientId) {
+        case .only(let summary): return .success((summary.homeAccountId, summary.username))
+        case .none:
+            return .failure(EarlyAnswer(answer: Self.tokenError(status: .interactionRequired, tag: 0x6272_0011,
+                                                                context: "no account is signed in to brokerd for this app")))
+        case .several:
+            return .failure(EarlyAnswer(answer: Self.tokenError(status: .interactionRequired, tag: 0x6272_0011,
+                                                                context: "more than one account: the app must choose one")))
         }
-        return .success(visible[0].homeAccountId)
     }
 
     /// Puts a token handed out on the record.

@@ -1,4 +1,5 @@
 import BrokerProtocol
+import BrokerWire
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

@@ -2,6 +2,7 @@ import BrokerCache
 import BrokerCore
 import BrokerJSON
 import BrokerProtocol
+import BrokerWire
 
 /// The token methods: wire params → broker requests, outcomes → TokenResult, TokenFailure → MSAL error codes.
 extension RequestRouter {
@@ -93,10 +94,10 @@ extension RequestRouter {
         let started = Threads.nowNanoseconds()
         guard let p = AcquireTokenSilentlyParams(plain: request.params)
                 ?? (try? params(AcquireTokenSilentlyParams.self, request)), let silent = try? Self.silentRequest(p),
-              let hit = broker.cachedSilentToken(silent, accountText: { try? TokenResultText.accountJSON(Self.wire($0)) }),
+              let hit = broker.cachedSilentToken(silent, accountText: { try? TokenResultText.accountJSON(SocketWire.account($0)) }),
               memory.access.allows(caller, clientId: p.clientId, account: (hit.outcome.homeAccountId, hit.account.username),
                                    scopes: silent.scopes, in: apps),
-              let text = Self.resultText(hit)
+              let text = SocketWire.tokenResultText(hit)
         else { return nil }
         let subject = HitAudit.Subject(clientId: p.clientId, homeAccountId: hit.outcome.homeAccountId,
                                        username: hit.account.username, scopes: silent.scopes)
@@ -172,29 +173,7 @@ extension RequestRouter {
         }
         apps.record(caller, frontEnd: "socket", clientId: clientId, scopes: scopes, homeAccountId: account.homeAccountId,
                     username: account.username, outcome: outcome.source)
-        return try Self.encode(outcome, account: summary, correlationId: correlationId)
-    }
-
-    static func encode(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) throws -> [UInt8] {
-        try ProtocolCoding.encode(result(outcome, account: account, correlationId: correlationId))
-    }
-
-    /// A hit's answer text, with the account's text the cache kept (written here only when it has none).
-    static func resultText(_ hit: CachedHit) -> TokenResultText? {
-        let outcome = hit.outcome
-        guard let accountJSON = hit.accountText ?? (try? TokenResultText.accountJSON(wire(hit.account))) else { return nil }
-        return TokenResultText(accessToken: outcome.accessToken, tokenType: outcome.tokenType, expiresOn: outcome.expiresOn,
-                               extendedExpiresOn: outcome.extendedExpiresOn, refreshOn: outcome.refreshOn,
-                               grantedScopes: outcome.grantedScopes, idToken: outcome.idToken, accountJSON: accountJSON,
-                               authority: outcome.authority, source: outcome.source)
-    }
-
-    static func result(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) -> TokenResult {
-        TokenResult(
-            accessToken: outcome.accessToken, tokenType: outcome.tokenType, expiresOn: outcome.expiresOn,
-            extendedExpiresOn: outcome.extendedExpiresOn, refreshOn: outcome.refreshOn, grantedScopes: outcome.grantedScopes,
-            idToken: outcome.idToken, account: wire(account), authority: outcome.authority, correlationId: correlationId,
-            source: outcome.source)
+        return try SocketWire.encodedTokenResult(outcome, account: summary, correlationId: correlationId)
     }
 
     /// msal-python's classification of a suberror: the ones an app cannot act on become "" (reference §3.1, §5.3);

@@ -120,7 +120,7 @@ final class RequestRouter: Sendable {
                 guard try mayList(caller, clientId: p.clientId) else { return .success(try ProtocolCoding.encode(AccountsResult(accounts: []))) }
                 var summaries = await broker.accounts(visibleTo: p.clientId)
                 if let clientId = p.clientId { summaries = apps.visible(summaries, to: caller, clientId: clientId) }
-                let accounts = summaries.map(Self.wire)
+                let accounts = summaries.map(SocketWire.account)
                 return .success(try ProtocolCoding.encode(AccountsResult(accounts: accounts)))
             case .getAccount:
                 let p = try params(GetAccountParams.self, request)
@@ -133,7 +133,7 @@ final class RequestRouter: Sendable {
                 guard try mayList(caller, clientId: p.clientId) else { return .success(try ProtocolCoding.encode(AccountResult(account: nil))) }
                 let account = try await broker.account(selector, visibleTo: p.clientId)
                     .flatMap { apps.visible([$0], to: caller, clientId: p.clientId).first }
-                return .success(try ProtocolCoding.encode(AccountResult(account: account.map(Self.wire))))
+                return .success(try ProtocolCoding.encode(AccountResult(account: account.map(SocketWire.account))))
             case .removeAccount:
                 let p = try params(RemoveAccountParams.self, request)
                 try Self.requireNonEmpty(p.clientId, "clientId")
@@ -270,22 +270,6 @@ final class RequestRouter: Sendable {
     }
 
     // MARK: Core → wire
-
-    static func wire(_ summary: AccountSummary) -> Account {
-        Account(
-            homeAccountId: summary.homeAccountId, username: summary.username, environment: summary.environment,
-            realm: summary.realm, localAccountId: summary.localAccountId, name: summary.name,
-            authorityType: summary.authorityType,
-            tenantProfiles: summary.tenants.map {
-                TenantProfile(realm: $0.realm, environment: $0.environment, localAccountId: $0.localAccountId, username: $0.username)
-            },
-            apps: summary.apps.map {
-                AppTokens(clientId: $0.clientId, familyId: $0.familyId, hasRefreshToken: $0.hasRefreshToken,
-                          accessTokens: $0.accessTokens.map { AccessTokenInfo(scopes: $0.scopes, realm: $0.realm, expiresOn: $0.expiresOn) })
-            },
-            hiddenFrom: summary.hiddenFrom, signInRequired: summary.signInRequired,
-            accountClaims: summary.accountClaims.map(JSONValue.object))
-    }
 
     static func wire(_ report: RemovalReport) -> RemovalResult {
         RemovalResult(homeAccountId: report.homeAccountId, removedAccessTokens: report.accessTokens,

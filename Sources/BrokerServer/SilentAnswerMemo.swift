@@ -1,5 +1,6 @@
 import BrokerCore
 import BrokerProtocol
+import BrokerWire
 
 /// The answers of one connection's recent cache hits, as wire bytes, by request. Most silent requests repeat one the
 /// app made before (it asks again for the token it already has); such a request is answered by copying bytes,

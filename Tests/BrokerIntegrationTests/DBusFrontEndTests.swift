@@ -150,6 +150,11 @@ final class DBusFrontEndTests: XCTestCase {
 
         // Two accounts for client-a (Alice and Bob): a silent sign-in without an account cannot pick one.
         XCTAssertEqual(error(try call("acquireTokenSilently", silentRequest(account: nil)))?["status"] as? Int, 2)
+        // Bob removed from client-a: Alice is its only account, and a silent sign-in without an account gets hers.
+        XCTAssertNotNil(try call("removeAccount", #"{"clientId":"client-a","account":{"homeAccountId":"\#(CacheFixture.bob)"}}"#))
+        let defaultAnswer = try call("acquireTokenSilently", silentRequest(account: nil))
+        XCTAssertTrue((defaultAnswer["brokerTokenResponse"] as? [String: Any])?["accessToken"] as? String == "fake-at-alice-a",
+                      "the default account's token: \(defaultAnswer.keys)")
     }
 
     func testRemovalForOneAppKeepsTheOther() throws {

@@ -1,5 +1,6 @@
 import BrokerJSON
 import BrokerProtocol
+import BrokerWire
 import XCTest
 
 /// The pattern that recognises a request asked again by comparing bytes: whenever it says "the same request", the

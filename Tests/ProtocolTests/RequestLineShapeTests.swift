@@ -1,5 +1,6 @@
 import BrokerJSON
 import BrokerProtocol
+import BrokerWire
 import XCTest
 
 /// The scan that recognises a repeated request line before it is parsed: it must find exactly the id and the

@@ -1,5 +1,6 @@
 import BrokerJSON
 import BrokerProtocol
+import BrokerWire
 import XCTest
 
 /// `AcquireTokenSilentlyParams(plain:)` against the Codable decoder: whatever it accepts decodes to the same value,

@@ -1,5 +1,6 @@
 import BrokerJSON
 import BrokerProtocol
+import BrokerWire
 import XCTest
 
 /// A remembered answer with a new correlation id put in must be the bytes the full encoder writes for it.

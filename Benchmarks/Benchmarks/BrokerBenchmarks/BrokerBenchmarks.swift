@@ -3,6 +3,7 @@ import BrokerCache
 import BrokerCore
 import BrokerJSON
 import BrokerProtocol
+import BrokerWire
 import Foundation
 
 // In-process benchmarks of brokerd's hot paths. Not built or run by CI: see ../../README.md.

@@ -2,6 +2,7 @@ import BrokerCache
 import BrokerCore
 import BrokerJSON
 import BrokerProtocol
+import BrokerServer
 import Foundation
 import Logging
 
@@ -143,32 +144,13 @@ struct BenchmarkSetupError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// RequestRouter.wire(_:) (BrokerServer, not exposed): the wire form of an account summary.
-func wire(_ summary: AccountSummary) -> BrokerProtocol.Account {
-    BrokerProtocol.Account(
-        homeAccountId: summary.homeAccountId, username: summary.username, environment: summary.environment,
-        realm: summary.realm, localAccountId: summary.localAccountId, name: summary.name,
-        authorityType: summary.authorityType,
-        tenantProfiles: summary.tenants.map {
-            TenantProfile(realm: $0.realm, environment: $0.environment, localAccountId: $0.localAccountId, username: $0.username)
-        },
-        apps: summary.apps.map {
-            AppTokens(clientId: $0.clientId, familyId: $0.familyId, hasRefreshToken: $0.hasRefreshToken,
-                      accessTokens: $0.accessTokens.map { AccessTokenInfo(scopes: $0.scopes, realm: $0.realm, expiresOn: $0.expiresOn) })
-        },
-        hiddenFrom: summary.hiddenFrom, signInRequired: summary.signInRequired,
-        accountClaims: summary.accountClaims.map(JSONValue.object))
-}
+/// The socket front end's own translations (BrokerServer's SocketWire), not copies of them.
+func wire(_ summary: AccountSummary) -> BrokerProtocol.Account { SocketWire.account(summary) }
 
-/// RequestRouter.encode(_:account:correlationId:): a token outcome as the JSON of a TokenResult.
 func encodeResult(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) throws -> [UInt8] {
-    try ProtocolCoding.encode(tokenResult(outcome, account: account, correlationId: correlationId))
+    try SocketWire.encodedTokenResult(outcome, account: account, correlationId: correlationId)
 }
 
 func tokenResult(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) -> TokenResult {
-    TokenResult(
-        accessToken: outcome.accessToken, tokenType: outcome.tokenType, expiresOn: outcome.expiresOn,
-        extendedExpiresOn: outcome.extendedExpiresOn, refreshOn: outcome.refreshOn, grantedScopes: outcome.grantedScopes,
-        idToken: outcome.idToken, account: wire(account), authority: outcome.authority, correlationId: correlationId,
-        source: outcome.source)
+    SocketWire.tokenResult(outcome, account: account, correlationId: correlationId)
 }

@@ -3,6 +3,8 @@ import BrokerCache
 import BrokerCore
 import BrokerJSON
 import BrokerProtocol
+import BrokerWire
+import BrokerServer
 import Foundation
 
 // Varied lookups (issue #27): each iteration asks for another (account, scope) of the fixture cache, chosen
@@ -132,9 +134,9 @@ final class VariedBrokerState<Query>: @unchecked Sendable {
     }
 }
 
-/// What `RequestRouter.cachedAnswer` does with a line that its connection's memo does not answer, as of the plain-params
-/// reader and `TokenResultText` (without the app-access check, the memo, the audit and the logging, which BrokerServer
-/// does not expose): the line parsed, its params read, the broker asked, the answer's text made, the answer line
+/// What `RequestRouter.cachedAnswer` does with a line that its connection's memo does not answer, with the front end's
+/// own translation (`SocketWire`: the account's text kept with its memoized summary, the answer's text) but without the
+/// app-access check, the memo, the audit and the logging, which BrokerServer does not expose: the line parsed, its params read, the broker asked, the answer's text made, the answer line
 /// written. nil for anything but a hit.
 func answerLine(_ line: [UInt8], broker: Broker) -> [UInt8]? {
     guard case .single(.success(let request)) = RPCEnvelope.parse(line), let id = request.id,
@@ -144,8 +146,8 @@ func answerLine(_ line: [UInt8], broker: Broker) -> [UInt8]? {
     let silent = SilentTokenRequest(clientId: p.clientId, authority: p.authority,
                                     scopes: Scopes.withResource(p.scopes, resource: p.resource),
                                     account: .homeAccountId(hid), forceRefresh: p.forceRefresh ?? false, claims: p.claims)
-    guard let hit = broker.cachedSilentToken(silent),
-          let text = try? TokenResultText(tokenResult(hit.outcome, account: hit.account, correlationId: nil))
+    guard let hit = broker.cachedSilentToken(silent, accountText: { try? TokenResultText.accountJSON(SocketWire.account($0)) }),
+          let text = SocketWire.tokenResultText(hit)
     else { return nil }
     return RPCEnvelope.success(id: id, resultJSON: text.json(correlationId: p.correlationId))
 }

@@ -1,5 +1,6 @@
 import BrokerJSON
 import BrokerProtocol
+import BrokerWire
 
 /// A request line from any local process: the envelope parser and the line-shape scanner end without a trap on any
 /// bytes; they agree on the id and the correlation id of a valid single request; every answer brokerd would write is valid JSON; and the

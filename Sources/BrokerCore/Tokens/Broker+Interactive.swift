@@ -20,6 +20,9 @@ public struct InteractiveTokenRequest: Sendable {
     public var flow: Flow
     /// Seconds the caller waits at most (a D-Bus client gives up at 300 s); the sign-in ends by then. nil: only
     /// `interactive_timeout` applies.
+    /// Seconds the whole sign-in may take from the call, when the caller has a deadline of its own: past it the
+    /// sign-in is cancelled and ends as UserCanceled. The wait for the user is also bounded by
+    /// `interactive_timeout`.
     public var timeLimitSeconds: Int64?
 
     public init(clientId: String, authority: String?, scopes: [String], extraScopesToConsent: [String] = [],
@@ -56,6 +59,7 @@ extension Broker {
     /// also published (status, `signInPending`) until the sign-in ends, for callers that cannot show it themselves.
     public func acquireTokenInteractively(_ request: InteractiveTokenRequest,
                                           prompt: @escaping @Sendable (InteractionPrompt) async -> Void) async throws(TokenFailure) -> TokenOutcome {
+        let began = ContinuousClock.now
         let idp = try identityProvider()
         let authority = try idp.authority(requested: request.authority, clientId: request.clientId)
         learnAliases(of: authority, idp: idp)
@@ -79,13 +83,36 @@ extension Broker {
             }
         }
         interactiveFlows[requestId] = task
-        defer { interactiveFlows[requestId] = nil }
+        // A caller with a deadline of its own (a D-Bus client gives up after 300 s) gets its answer within it: the
+        // whole sign-in, discovery and the code's redemption included, ends as canceled when the time is up.
+        let deadline = request.timeLimitSeconds.map { limit in
+            Task { [logger, clientId = request.clientId] () -> Bool in
+                do { try await Task.sleep(until: began.advanced(by: .seconds(limit)), clock: .continuous) } catch { return false }
+                logger.notice("interactive sign-in ran out of its time limit; cancelled", metadata: ["client_id": "\(clientId)"])
+                task.cancel()
+                return true
+            }
+        }
+        defer {
+            deadline?.cancel()
+            interactiveFlows[requestId] = nil
+        }
         let result: InteractiveResult
         do {
             result = try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
             signInEnded(requestId, .completed)
         } catch {
             signInEnded(requestId, Self.signInEnd(of: error, cancelled: task.isCancelled))
+            // Cancelled (the time limit, cancelInteractiveFlow, the caller gone): whatever the flow was doing when it
+            // stopped (a request to the IdP ends as "cancelled"), the sign-in was canceled.
+            if task.isCancelled {
+                deadline?.cancel()
+                if await deadline?.value == true {
+                    throw .userCanceled("the sign-in did not end within its time limit of \(request.timeLimitSeconds ?? 0) s")
+                }
+                if let failure = error as? TokenFailure, case .userCanceled = failure { throw failure }
+                throw .userCanceled("the sign-in was canceled")
+            }
             switch error {
             case let failure as TokenFailure: throw failure
             case is CancellationError: throw .userCanceled("the sign-in was canceled")

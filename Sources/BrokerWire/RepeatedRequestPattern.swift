@@ -1,3 +1,4 @@
+import BrokerProtocol
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

@@ -1,4 +1,5 @@
 import BrokerJSON
+import BrokerProtocol
 
 /// A token result's JSON text with its correlation id left open: the answer to a request that repeats an earlier
 /// one is this text with the new request's correlation id put in, byte for byte what encoding the whole result

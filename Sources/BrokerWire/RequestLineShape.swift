@@ -1,4 +1,5 @@
 import BrokerJSON
+import BrokerProtocol
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

@@ -1,4 +1,5 @@
 import BrokerJSON
+import BrokerProtocol
 
 extension AcquireTokenSilentlyParams {
     /// The params of the usual request, read member by member without the Codable decoder (a fifth of a cache hit

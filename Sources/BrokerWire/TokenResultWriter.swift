@@ -1,4 +1,5 @@
 import BrokerJSON
+import BrokerProtocol
 
 /// A token result written straight to bytes: the bytes `ProtocolCoding.encode` gives (keys sorted, nil members left
 /// out), without building the value tree the Codable encoder builds. Every cache hit that no memo serves writes one,
