@@ -63,7 +63,9 @@ public actor Broker {
     let logger: Logger
     private let writeDelay: Duration
     private var problems: [String] = []
-    private let startedAt = Broker.now()
+    private let startedAt: Int64
+    /// Wall time and elapsed time, as everything the broker decides reads them: tests pass a ManualClock.
+    public nonisolated let clock: any BrokerClock
 
     private var generation = 0
     private var durableGeneration = 0
@@ -98,25 +100,21 @@ public actor Broker {
     var refreshAgain = false
     var nextSubscriber = 0
 
-    public init(store: CacheStore, writeDelay: Duration = .zero, identity: IdPClient? = nil,
+    public init(store: CacheStore, writeDelay: Duration = .zero, identity: IdPClient? = nil, clock: any BrokerClock = SystemClock(),
                 logger: Logger) {
         self.store = store
+        self.clock = clock
+        startedAt = clock.now()
         cell = CacheCell(.init(cache: TokenCache(), identity: identity))
         self.writeDelay = writeDelay
         self.logger = logger
     }
 
-    /// Wall-clock Unix seconds: what token lifetimes are measured against, since the IdP states them on its wall clock.
-    public static func now() -> Int64 { Int64(time(nil)) }
+    /// Wall-clock Unix seconds on the broker's clock (`clock.now()`).
+    public nonisolated func now() -> Int64 { clock.now() }
 
-    /// Seconds on a clock that only moves forward and keeps counting through a suspend (CLOCK_BOOTTIME): what
-    /// brokerd's own waits (retry backoffs, discovery lifetimes) are measured on, so that a step of the wall clock
-    /// (an NTP correction, a clock set by hand) neither stretches a wait for as long as the step nor cuts it short.
-    public static func elapsed() -> Int64 {
-        var spec = timespec()
-        clock_gettime(CLOCK_BOOTTIME, &spec)
-        return Int64(spec.tv_sec)
-    }
+    /// Seconds on the broker's clock that only moves forward (`clock.elapsed()`).
+    public nonisolated func elapsed() -> Int64 { clock.elapsed() }
 
     /// Loads the persisted cache (`open`, then `finishLoading`). A key store that cannot be used is an error (brokerd
     /// refuses to start); an unreadable cache file is moved aside and reported in the status.
@@ -198,7 +196,7 @@ public actor Broker {
     // MARK: Accounts
 
     public func accounts(visibleTo clientId: String?) -> [AccountSummary] {
-        cache.accountSummaries(visibleTo: clientId, now: Self.now())
+        cache.accountSummaries(visibleTo: clientId, now: now())
     }
 
     /// The account a selector names, as `clientId` sees it (nil when there is none or it was removed from the client).
@@ -206,12 +204,12 @@ public actor Broker {
         let hid: String
         do { hid = try cache.resolve(selector) } catch .notFound { return nil } catch { throw Failure.lookup(error) }
         guard !cache.state.isHidden(hid, from: clientId) else { return nil }
-        return cache.accountSummary(homeAccountId: hid, now: Self.now())
+        return cache.accountSummary(homeAccountId: hid, now: now())
     }
 
     /// One account's summary, whoever it is visible to (a token answer carries it).
     public func accountSummary(homeAccountId: String) -> AccountSummary? {
-        cache.accountSummary(homeAccountId: homeAccountId, now: Self.now())
+        cache.accountSummary(homeAccountId: homeAccountId, now: now())
     }
 
     public func removeAccount(_ selector: AccountSelector, forClient clientId: String) async throws -> RemovalReport {
@@ -352,7 +350,7 @@ public actor Broker {
                 try await store.write(values)
                 writeCount += 1
                 lastWriteRows = values.count
-                lastWrite = Self.now()
+                lastWrite = now()
                 lastWriteError = nil
                 durableGeneration = max(durableGeneration, target)
                 resumeWaiters(upTo: target, with: nil)

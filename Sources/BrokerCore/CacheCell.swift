@@ -29,7 +29,7 @@ final class CacheCell: @unchecked Sendable {
         private static let authorityMemoSize = 256
         /// Hosts whose alias groups instance discovery was asked for (the slow path starts the lookup; a hit on a
         /// host not yet asked takes the slow path once, so that it does). The value is when a failed lookup may be
-        /// asked again, in `Broker.elapsed()` seconds.
+        /// asked again, in `elapsed()` seconds.
         var aliasLookups: [String: Int64] = [:]
         /// Set while the full cache is loading: `cache` is then this partial cache's, for cache hits only.
         var partial: PartialCache?

@@ -361,7 +361,7 @@ final class ClientConnection: @unchecked Sendable {
         if let due = memory.log.handOverDue(window: router.requestLog.windowNanoseconds) {
             remaining = min(remaining, Int64(bitPattern: due &- Threads.nowNanoseconds()) / 1_000_000 + 1)
         }
-        if let due = memory.audit.due { remaining = min(remaining, (due - Broker.now()) * 1000 + 1) }
+        if let due = memory.audit.due { remaining = min(remaining, (due - router.broker.now()) * 1000 + 1) }
         return Int32(clamping: max(0, remaining))
     }
 
@@ -374,7 +374,7 @@ final class ClientConnection: @unchecked Sendable {
     /// Counts a remembered answer's hit for the audit: an increment while the same request repeats; another request
     /// (or the end of the window) hands the tally over.
     func auditHit(_ answer: RememberedAnswer) {
-        let now = Broker.now()
+        let now = router.broker.now()
         if memory.audit.countRepeat(number: answer.subjectNumber, at: now) { return }
         guard let subject = memory.answers.lastSubject else { return }
         let finished = memory.audit.add(subject, number: answer.subjectNumber, at: now)
@@ -382,7 +382,7 @@ final class ClientConnection: @unchecked Sendable {
     }
 
     private func checkTimeouts(reading: Bool) {
-        if let due = memory.audit.due, Broker.now() >= due { handOverAudit() }
+        if let due = memory.audit.due, router.broker.now() >= due { handOverAudit() }
         if let due = memory.log.handOverDue(window: router.requestLog.windowNanoseconds), Threads.nowNanoseconds() >= due {
             memory.log.handOver(into: router.requestLog)
         }

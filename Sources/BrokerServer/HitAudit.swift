@@ -93,7 +93,7 @@ extension AppAccess {
     nonisolated func record(_ tallies: [HitAudit.Tally], caller: CallerIdentity) {
         record(tallies.map { tally in
             let subject = tally.subject
-            return Self.auditRow(caller, frontEnd: "socket", clientId: subject.clientId, scopes: subject.scopes,
+            return auditRow(caller, frontEnd: "socket", clientId: subject.clientId, scopes: subject.scopes,
                                  homeAccountId: subject.homeAccountId, username: subject.username, outcome: "cache",
                                  count: tally.count, since: tally.first, until: tally.last)
         }, of: caller)

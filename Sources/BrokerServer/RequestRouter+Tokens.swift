@@ -110,7 +110,7 @@ extension RequestRouter {
         }
         let json = text.json(correlationId: p.correlationId)
         logHit(from: peer, since: started, into: &memory.log)
-        let finished = memory.audit.add(subject, number: number, at: Broker.now())
+        let finished = memory.audit.add(subject, number: number, at: broker.now())
         if !finished.isEmpty { apps.record(finished, caller: caller) }
         return RPCEnvelope.success(id: id, resultJSON: json)
     }

@@ -246,7 +246,7 @@ final class RequestRouter: Sendable {
 
     private func status() async -> StatusResult {
         let core = await broker.status()
-        let now = Broker.now()
+        let now = broker.now()
         return StatusResult(
             version: brokerVersion, protocolVersion: brokerProtocolVersion, pid: getpid(),
             startedAt: core.startedAt, uptimeSeconds: now - core.startedAt,

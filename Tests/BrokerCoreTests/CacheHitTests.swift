@@ -27,7 +27,7 @@ final class CacheHitTests: XCTestCase {
 
     private func token(client: String = "client-a", target: String = "User.Read Mail.Read", secret: String = "at-1",
                        expiresIn: Int64 = 3_600, refreshOn: Int64? = nil) -> CacheEntity {
-        let now = Broker.now()
+        let now = SystemClock().now()
         var entity = accessToken(hid: hid, client: client, realm: tenant, target: target, secret: secret,
                                  cachedAt: String(now), expiresOn: String(now + expiresIn))
         if let refreshOn { entity.setTimestamp("refresh_on", now + refreshOn) }

@@ -29,7 +29,7 @@ final class PartialLoadTests: XCTestCase {
         let dir = try makeTemporaryDirectory(self)
         let writer = try broker(dir)
         try await writer.start()
-        let now = Broker.now()
+        let now = SystemClock().now()
         var document = CacheDocument()
         func put(_ kind: CredentialKind, _ entity: CacheEntity) {
             document.entries[kind, default: [:]][entity.canonicalKey(as: kind)] = entity

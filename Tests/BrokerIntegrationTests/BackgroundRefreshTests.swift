@@ -23,7 +23,7 @@ final class BackgroundRefreshTests: XCTestCase {
         XCTAssertEqual(renewed.source, "cache", "the app gets the renewed token from the cache, without waiting")
         XCTAssertNotEqual(renewed.accessToken, signedIn.accessToken)
         XCTAssertGreaterThan(renewed.expiresOn, signedIn.expiresOn + 3000)
-        sleep(3)
+        waitForRefreshChecks(daemon, count: 3)
         XCTAssertEqual(try idp.tokenRequests("refresh_token"), 1, "a renewed token is not renewed again")
     }
 
@@ -36,7 +36,7 @@ final class BackgroundRefreshTests: XCTestCase {
         // Every refresh attempt fails for a while: brokerd's one retry and the next pass's, if it came too soon.
         try idp.control("/test/fail-next?status=503&count=6&grant_type=refresh_token")
         try waitFor("a failed background refresh") { try idp.tokenRequests("refresh_token") >= 2 }
-        sleep(4)
+        waitForRefreshChecks(daemon, count: 4)
         XCTAssertEqual(try idp.tokenRequests("refresh_token"), 2, "after a failure the next try waits (backoff ≥ 30 s)")
         XCTAssertTrue(daemon.log.contains("background refresh failed; backing off"), daemon.log)
         let status = try decode(StatusResult.self, try daemon.ctl(["status", "--json"]).stdout)

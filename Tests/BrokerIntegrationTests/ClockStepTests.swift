@@ -65,7 +65,7 @@ final class ClockStepTests: XCTestCase {
     func testAfterAForwardStepTheBackgroundRefreshRenewsAtItsNextCheck() throws {
         let (idp, daemon, first) = try signedIn()
         XCTAssertEqual(try token(daemon).source, "cache")
-        sleep(2)  // two checks: nothing is due an hour ahead of expiry
+        waitForRefreshChecks(daemon, count: 2)  // nothing is due an hour ahead of expiry
         XCTAssertEqual(try idp.tokenRequests("refresh_token"), 0)
 
         try step(2 * Self.hour)
@@ -73,7 +73,7 @@ final class ClockStepTests: XCTestCase {
         let renewed = try token(daemon)
         XCTAssertEqual(renewed.source, "cache", "the app finds the renewed token waiting for it")
         XCTAssertNotEqual(renewed.accessToken, first.accessToken)
-        sleep(2)
+        waitForRefreshChecks(daemon, count: 2)
         XCTAssertEqual(try idp.tokenRequests("refresh_token"), 1, "renewed once, not at every check")
     }
 
@@ -83,7 +83,7 @@ final class ClockStepTests: XCTestCase {
         let after = try token(daemon)
         XCTAssertEqual(after.accessToken, first.accessToken, "a token valid before a backward step is still valid")
         XCTAssertEqual(after.source, "cache")
-        sleep(3)  // three checks
+        waitForRefreshChecks(daemon, count: 3)
         XCTAssertEqual(try idp.tokenRequests("refresh_token"), 0, "nothing is due by the new wall clock")
 
         // 55 minutes after the sign-in by the real clock: the token is inside renew_ahead (10 minutes), and the

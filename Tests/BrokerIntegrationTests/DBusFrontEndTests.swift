@@ -213,7 +213,7 @@ final class DBusFrontEndTests: XCTestCase {
         let output = Pipe()
         waiting.standardOutput = output
         try waiting.run()
-        usleep(700_000)  // the sign-in has started (its browser ran and exited)
+        waitFor("the sign-in waiting for its browser") { daemon.log.contains("browser sign-in waiting for its redirect") }
         let cancel = #"{"error":{"context":"The InteractiveRequest was canceled on behalf of the user","diagnostics":null,"errorCode":0,"status":7,"subStatus":0,"tag":579379414}}"#
         XCTAssertNotNil(try call("cancelInteractiveFlow", cancel))
         let reply = output.fileHandleForReading.readDataToEndOfFile()  // ends when busctl exits

@@ -95,7 +95,10 @@ final class LifecycleTests: XCTestCase {
             try await connection.call(.importCache, ImportCacheParams(data: CacheFixture.twoAppsTwoAccounts.json),
                                       as: ImportResult.self)
         }
-        usleep(100_000)  // the import is applied and waits for its write
+        // The import is applied (the status counts its accounts) and waits for its write.
+        waitFor("the import applied") {
+            ((try? RawClient(daemon.socket).request("getStatus").result)?["accounts"] as? Int) == 2
+        }
         kill(daemon.pid, SIGTERM)
         let result = try await pending.value
         XCTAssertEqual(result.accounts, 2, "the in-flight request was answered")

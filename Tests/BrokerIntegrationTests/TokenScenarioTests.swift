@@ -155,12 +155,13 @@ final class AgingTokenTests: XCTestCase {
         let signedIn = try decode(TokenResult.self, login.stdout)
         let refreshOn = try XCTUnwrap(signedIn.refreshOn)
         XCTAssertLessThanOrEqual(refreshOn, Int64(Date().timeIntervalSince1970) + 2)
-        sleep(2)
+        waitFor("the wall clock past refresh_on") { Int64(Date().timeIntervalSince1970) > refreshOn }
 
         // Past refresh_on: silent renews although the token has an hour left.
         let renewed = try await silent(connection, account: "alice")
         XCTAssertEqual(renewed.source, "refresh")
-        sleep(2)
+        let renewedRefreshOn = try XCTUnwrap(renewed.refreshOn)
+        waitFor("the wall clock past the renewed token's refresh_on") { Int64(Date().timeIntervalSince1970) > renewedRefreshOn }
         // Past refresh_on again, and the IdP is down: the still-valid aging token is served.
         idp.stop()
         let aging = try await silent(connection, account: "alice")

@@ -16,7 +16,7 @@ enum Fixture {
     static let secretLength = 1_536
 
     /// The same clock as the broker's, so that generated tokens are valid for the lookups (a day left).
-    static let now = Broker.now()
+    static let now = SystemClock().now()
 
     /// A deterministic GUID (lower-case, 8-4-4-4-12) for `n` in the namespace `salt`.
     static func guid(_ n: Int, salt: UInt64) -> String {

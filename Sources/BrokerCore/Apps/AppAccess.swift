@@ -14,6 +14,8 @@ import Synchronization
 public actor AppAccess {
     private nonisolated let policy: Locked<AppPolicy>
     private nonisolated let changes = Atomic<UInt64>(1)
+    /// When consents expire and audit rows are dated: the broker's clock.
+    public nonisolated let clock: any BrokerClock
     private nonisolated let queue = Locked(AuditQueue())
     private let database: AppDatabase
     private let logger: Logger
@@ -49,8 +51,10 @@ public actor AppAccess {
     /// made meanwhile last until it stops. `events` publishes consentPending and consentEnded; `onChange` is called
     /// whenever a grant, denial or setting changes.
     public init(settings: AppPolicySettings, databasePath: String?, retention: AuditRetention = AuditRetention(),
-                logger: Logger, events: @escaping @Sendable (BrokerEvent) async -> Void = { _ in },
+                clock: any BrokerClock = SystemClock(), logger: Logger,
+                events: @escaping @Sendable (BrokerEvent) async -> Void = { _ in },
                 onChange: @escaping @Sendable () -> Void = {}) throws {
+        self.clock = clock
         var problem: String?
         do {
             database = try AppDatabase(path: databasePath ?? ":memory:")
@@ -159,14 +163,14 @@ public actor AppAccess {
                 pending[key] = waiting
                 return
             }
-            let now = Broker.now()
+            let now = clock.now()
             let timeout = policy.withLock { $0.settings.consentTimeoutSeconds }
             let consent = PendingConsent(consentId: Self.newConsentId(), app: caller.app, executable: caller.executable,
                                          clientId: clientId, frontEnd: frontEnd, since: now, expiresOn: now + Int64(timeout),
                                          waiting: 1)
             let consentId = consent.consentId
-            let timer = Task { [weak self] in
-                try? await Task.sleep(for: .seconds(timeout))
+            let timer = Task { [weak self, clock] in
+                try? await clock.sleep(seconds: Int64(timeout))
                 guard !Task.isCancelled else { return }
                 await self?.end(key, .timedOut, ifStill: consentId)
             }
@@ -217,7 +221,7 @@ public actor AppAccess {
             end(key, .allowedOnce)
         case .allow, .deny:
             let grant = AppGrant(app: app, clientId: clientId, allowed: answer == .allow, accounts: accounts, scopes: scopes,
-                                 since: Broker.now())
+                                 since: clock.now())
             try database.setGrant(GrantRow(app: app.description, clientId: grant.clientId, allowed: grant.allowed,
                                            accounts: accounts, scopes: scopes, since: grant.since))
             policy.withLock { $0.set(grant) }
@@ -286,16 +290,16 @@ public actor AppAccess {
     public nonisolated func record(_ caller: CallerIdentity, frontEnd: String, clientId: String, scopes: [String],
                                    homeAccountId: String?, username: String?, outcome: String, detail: String? = nil,
                                    count: Int = 1, since: Int64? = nil, until: Int64? = nil) {
-        record(Self.auditRow(caller, frontEnd: frontEnd, clientId: clientId, scopes: scopes, homeAccountId: homeAccountId,
+        record(auditRow(caller, frontEnd: frontEnd, clientId: clientId, scopes: scopes, homeAccountId: homeAccountId,
                              username: username, outcome: outcome, detail: detail, count: count, since: since, until: until),
                kind: caller.app.kind, unit: caller.unit)
     }
 
     /// The audit's row of a call the caller made.
-    public nonisolated static func auditRow(_ caller: CallerIdentity, frontEnd: String, clientId: String, scopes: [String],
+    public nonisolated func auditRow(_ caller: CallerIdentity, frontEnd: String, clientId: String, scopes: [String],
                                             homeAccountId: String?, username: String?, outcome: String, detail: String? = nil,
                                             count: Int = 1, since: Int64? = nil, until: Int64? = nil) -> AuditRow {
-        let now = until ?? Broker.now()
+        let now = until ?? clock.now()
         return AuditRow(time: since ?? now, lastTime: now, count: count, frontEnd: frontEnd, app: caller.app.description,
                         pid: caller.pid, executable: caller.executable, clientId: clientId, scopes: scopes.joined(separator: " "),
                         homeAccountId: homeAccountId, username: username, outcome: outcome, detail: detail)
@@ -323,7 +327,7 @@ public actor AppAccess {
             return
         }
         rowsSincePrune += rows.count
-        let now = Broker.now()
+        let now = clock.now()
         // Once a minute, and whenever a tenth of the row cap came in since: the cap holds within 10 %.
         guard now - lastPrune >= 60 || rowsSincePrune >= max(1, retention.maximumRows / 10) else { return }
         lastPrune = now

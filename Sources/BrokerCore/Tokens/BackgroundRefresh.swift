@@ -36,15 +36,19 @@ extension Broker {
     /// tokens with the wall clock of that moment: a step of the wall clock, either way, takes effect at the next check.
     public func runBackgroundRefresh(_ settings: BackgroundRefreshSettings) async {
         await loaded()
+        var checks = 0
         while !Task.isCancelled {
-            _ = await refreshDueTokens(settings, now: Self.now())
+            let renewed = await refreshDueTokens(settings, now: now())
+            checks += 1
+            // What a test waits for to see that a check came and went ("nothing was renewed in two checks").
+            logger.debug("background refresh check done", metadata: ["check": "\(checks)", "renewed": "\(renewed)"])
             // Token uses noted by cache hits are persisted here, not by the hits themselves.
             if cache.hasChangedRows { changed() }
             if refreshAgain {
                 refreshAgain = false
                 continue
             }
-            let wait = Task { _ = try? await Task.sleep(for: .seconds(settings.checkIntervalSeconds)) }
+            let wait = Task { [clock] in _ = try? await clock.sleep(seconds: settings.checkIntervalSeconds) }
             refreshWait = wait
             await withTaskCancellationHandler { await wait.value } onCancel: { wait.cancel() }
             refreshWait = nil
@@ -72,7 +76,7 @@ extension Broker {
         var renewed = 0
         for use in cache.state.uses.values.sorted(by: { $0.key < $1.key }) {
             guard !cache.state.signInRequired.contains(use.homeAccountId.lowercased()) else { continue }
-            if let backoff = refreshBackoff[use.key], backoff.nextAttempt > Self.elapsed() { continue }
+            if let backoff = refreshBackoff[use.key], backoff.nextAttempt > elapsed() { continue }
             guard let authority = Authority(use.authority), isDue(use, authority: authority, settings, now: now) else { continue }
             let request = SilentTokenRequest(clientId: use.clientId, authority: use.authority, scopes: use.scopes,
                                              account: .homeAccountId(use.homeAccountId), forceRefresh: true)
@@ -91,7 +95,7 @@ extension Broker {
                     let failures = (refreshBackoff[use.key]?.failures ?? 0) + 1
                     let base = min(settings.firstBackoffSeconds << min(failures - 1, 12), 3600)
                     let delay = max(1, Int64(Double(base) * Double.random(in: 0.5...1.5)))
-                    refreshBackoff[use.key] = (failures, Self.elapsed() + delay)
+                    refreshBackoff[use.key] = (failures, elapsed() + delay)
                     emit(.refreshFailed(homeAccountId: use.homeAccountId, clientId: use.clientId, authority: use.authority,
                                         reason: error.description, retryInSeconds: delay))
                     logger.notice("background refresh failed; backing off", metadata: [

@@ -11,7 +11,7 @@ extension Broker {
         let remembered = cell.withLock { $0.cache.learned.fact(.discovery, source) }.flatMap { fact in
             (try? ProviderMetadata(json: Array(fact.value.utf8), source: source)).map { (fact: fact, metadata: $0) }
         }
-        if let remembered, remembered.fact.isFresh(now: Self.now(), lifetime: idp.settings.discoveryTTLSeconds) {
+        if let remembered, remembered.fact.isFresh(now: now(), lifetime: idp.settings.discoveryTTLSeconds) {
             await rememberTenant(of: authority, issuer: remembered.metadata.issuer)
             return remembered.metadata
         }
@@ -23,7 +23,7 @@ extension Broker {
         } catch {
             guard case .unavailable = error, let remembered else { throw error }
             logger.notice("identity provider unreachable; using the discovery document learned earlier", metadata: [
-                "authority": "\(authority.url)", "learned_s_ago": "\(Self.now() - remembered.fact.learnedAt)",
+                "authority": "\(authority.url)", "learned_s_ago": "\(now() - remembered.fact.learnedAt)",
             ])
             return remembered.metadata
         }
@@ -45,7 +45,7 @@ extension Broker {
     /// Stores a fact when it is new or changed (or older than a minute), and persists it. The check is a read under
     /// the cell's lock: a write through `cache` counts as a change that ends every remembered answer.
     private func remember(_ kind: NetworkMemory.Kind, _ subject: String, value: String) async {
-        let now = Self.now()
+        let now = now()
         let known = cell.withLock { $0.cache.learned.fact(kind, subject) }
         if let known, known.value == value, known.learnedAt <= now, now - known.learnedAt < 60 { return }
         await loaded()  // learned into a partial cache, it would be lost with it

@@ -121,7 +121,7 @@ extension Broker {
             }
         }
 
-        let now = Self.now()
+        let now = now()
         let known = knownAccounts
         let saved = try cache.save(result.response, idToken: result.idToken, clientId: request.clientId, authority: authority,
                                    requestedScopes: scopes + request.extraScopesToConsent, usedRefreshTokenKey: nil,
@@ -147,13 +147,18 @@ extension Broker {
             if case .deviceCode(let requestId, let userCode, let uri, let expiresIn, let message) = shown {
                 await self.signInWaiting(PendingSignIn(
                     requestId: requestId, clientId: request.clientId, loginHint: request.loginHint, userCode: userCode,
-                    verificationURI: uri, expiresOn: Self.now() + min(expiresIn, waitLimit), message: message))
+                    verificationURI: uri, expiresOn: self.now() + min(expiresIn, waitLimit), message: message))
             }
             if case .browser(let requestId, let url) = shown {
                 await self.emit(.browserSignInPending(requestId: requestId, clientId: request.clientId,
                                                       loginHint: request.loginHint, url: url))
             }
             await prompt(shown)
+            if case .browser(let requestId, _) = shown {
+                // Its address holds the sign-in's state: the log says only that the sign-in waits.
+                self.logger.debug("browser sign-in waiting for its redirect", metadata: ["request_id": "\(requestId)",
+                                                                                        "client_id": "\(request.clientId)"])
+            }
         }
     }
 
@@ -322,7 +327,7 @@ func identity(of response: TokenResponse, idp: IdPClient, metadata: ProviderMeta
     }
     do {
         let token = try IdToken(raw: raw)
-        try token.validate(issuer: metadata.issuer, clientId: clientId, nonce: nonce, now: Broker.now())
+        try token.validate(issuer: metadata.issuer, clientId: clientId, nonce: nonce, now: idp.clock.now())
         return token
     } catch {
         throw TokenFailure.serverError(error.description, nil)

@@ -75,7 +75,7 @@ extension Broker {
     public nonisolated func cachedSilentToken(_ request: SilentTokenRequest,
                                               accountText: (@Sendable (AccountSummary) -> [UInt8]?)? = nil) -> CachedHit? {
         guard !request.forceRefresh, request.claims == nil else { return nil }
-        let now = Self.now()
+        let now = now()
         switch cell.withLock({ cachedHit(request, now: now, accountText: accountText, in: &$0) }) {
         case .hit(let hit): return hit
         case .none: return nil
@@ -126,7 +126,7 @@ extension Broker {
               token.refreshOn.map({ $0 > now }) ?? true,
               let (account, text) = contents.cache.memoizedAccount(homeAccountId: plan.hid, text: accountText) else { return .none }
         if plan.authority.kind == .entra, let identity = contents.identity,
-           Self.startsAliasLookup(of: plan.authority, now: Self.elapsed(), in: &contents) {
+           Self.startsAliasLookup(of: plan.authority, now: elapsed(), wallNow: now, in: &contents) {
             Task { await self.learned(await identity.aliasGroups(plan.authority), host: plan.authority.host) }
         }
         let use = TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
@@ -149,7 +149,7 @@ extension Broker {
     /// made (a refresh, an import, a removal, a sign-out, a reload all do), and its token is neither inside the
     /// 5-minute buffer nor past `refresh_on`: exactly when `cachedSilentToken` would give it again.
     public nonisolated func isStillFresh(_ freshness: inout HitFreshness) -> Bool {
-        let now = Self.now()
+        let now = now()
         guard cell.generation == freshness.generation, now < freshness.until else { return false }
         // The use is noted once a second per remembered answer: only then is the lock taken.
         guard now != freshness.use.lastUsed else { return true }
@@ -211,7 +211,7 @@ extension Broker {
             plan.authority = plan.authority.withTenant(tenantId)
         }
         let (hid, authority, scopes) = (plan.hid, plan.authority, plan.scopes)
-        let now = Self.now()
+        let now = now()
         if countAsUse {
             cache.noteUse(TokenUse(clientId: request.clientId, homeAccountId: hid, authority: authority.url, scopes: scopes, lastUsed: now))
         }
@@ -243,8 +243,9 @@ extension Broker {
     /// clouds. A failed lookup is asked again on a slow-path request after `aliasRetrySeconds`, not on every request.
     func learnAliases(of authority: Authority, idp: IdPClient) {
         guard authority.kind == .entra else { return }
-        let now = Self.elapsed()
-        guard cell.withLock({ Self.startsAliasLookup(of: authority, now: now, in: &$0) }) else { return }
+        let now = elapsed()
+        let wallNow = self.now()
+        guard cell.withLock({ Self.startsAliasLookup(of: authority, now: now, wallNow: wallNow, in: &$0) }) else { return }
         Task {
             let groups = await idp.aliasGroups(authority)
             await self.learned(groups, host: authority.host)
@@ -255,13 +256,14 @@ extension Broker {
     /// if so, it is marked as running. `now` is `elapsed()`, as the retry times are: a Unix time here made every hit
     /// after a failed lookup start a task and call the discovery actor (which keeps the failure a minute, so no request
     /// went out), a twentieth of a varied hit's time.
-    private static func startsAliasLookup(of authority: Authority, now: Int64, in contents: inout CacheCell.Contents) -> Bool {
+    private static func startsAliasLookup(of authority: Authority, now: Int64, wallNow: Int64,
+                                          in contents: inout CacheCell.Contents) -> Bool {
         if let retryAfter = contents.aliasLookups[authority.host], retryAfter > now { return false }
         // Groups learned within the discovery lifetime (persisted: perhaps by an earlier run) are not asked again
         // until it ends: a restart offline must not start with a request that cannot get through.
         if contents.aliasLookups[authority.host] == nil, let lifetime = contents.identity?.settings.discoveryTTLSeconds,
-           let fact = contents.cache.learned.fact(.aliases, authority.host), fact.isFresh(now: Self.now(), lifetime: lifetime) {
-            contents.aliasLookups[authority.host] = now + lifetime - (Self.now() - fact.learnedAt)
+           let fact = contents.cache.learned.fact(.aliases, authority.host), fact.isFresh(now: wallNow, lifetime: lifetime) {
+            contents.aliasLookups[authority.host] = now + lifetime - (wallNow - fact.learnedAt)
             return false
         }
         contents.aliasLookups[authority.host] = Int64.max
@@ -273,7 +275,7 @@ extension Broker {
     private func learned(_ groups: [[String]], host: String) async {
         await loaded()  // aliases learned into a partial cache would be lost with it
         if groups.isEmpty {
-            let retryAfter = Self.elapsed() + Self.aliasRetrySeconds
+            let retryAfter = elapsed() + Self.aliasRetrySeconds
             cell.withLock { $0.aliasLookups[host] = retryAfter }
         }
         if !groups.isEmpty, cache.learnAliases(groups) {
@@ -369,7 +371,7 @@ extension Broker {
 
     private func refreshSucceeded(_ response: TokenResponse, metadata: ProviderMetadata, hid: String, clientId: String,
                                   authority: Authority, scopes: [String], rtKey: String) async throws(TokenFailure) -> TokenOutcome {
-        let now = Self.now()
+        let now = now()
         var idToken: IdToken?
         if let raw = response.idToken {
             // The redeemed refresh token is spent once the IdP has answered, and this answer holds its successor:

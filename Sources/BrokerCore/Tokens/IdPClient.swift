@@ -58,15 +58,19 @@ public final class IdPClient: Sendable {
     let instances: InstanceDiscovery
     let tokens: TokenClient
 
-    public init(settings: Settings) throws {
+    /// The broker's clock, which the transport's backoff and the discovery caches count on too.
+    public let clock: any BrokerClock
+
+    public init(settings: Settings, clock: any BrokerClock = SystemClock()) throws {
         self.settings = settings
+        self.clock = clock
         transport = try HTTPTransport(settings: .init(caFile: settings.caFile, allowLoopbackHTTP: settings.allowLoopbackHTTP,
                                                       timeoutSeconds: settings.requestTimeoutSeconds,
                                                       connectTimeoutSeconds: settings.connectTimeoutSeconds),
-                                      clock: { Broker.elapsed() }, wallClock: { Broker.now() })
-        discovery = Discovery(transport: transport, ttlSeconds: settings.discoveryTTLSeconds, clock: { Broker.elapsed() })
+                                      clock: { clock.elapsed() }, wallClock: { clock.now() })
+        discovery = Discovery(transport: transport, ttlSeconds: settings.discoveryTTLSeconds, clock: { clock.elapsed() })
         tokens = TokenClient(transport: transport)
-        instances = InstanceDiscovery(transport: transport, ttlSeconds: settings.discoveryTTLSeconds, clock: { Broker.elapsed() })
+        instances = InstanceDiscovery(transport: transport, ttlSeconds: settings.discoveryTTLSeconds, clock: { clock.elapsed() })
     }
 
     /// The alias groups instance discovery gives for an Entra authority's cloud (empty for other kinds).

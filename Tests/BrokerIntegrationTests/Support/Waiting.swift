@@ -13,3 +13,11 @@ func waitFor(_ what: String, timeout: TimeInterval = 30, file: StaticString = #f
     if try condition() { return }
     XCTFail("timed out waiting for \(what)", file: file, line: line)
 }
+
+/// Waits until `daemon`'s background refresh has finished `count` more checks than it had when called: what a test
+/// waits for to show that a check came and did nothing, instead of sleeping for as long as it hopes checks take.
+func waitForRefreshChecks(_ daemon: Daemon, count: Int, file: StaticString = #filePath, line: UInt = #line) {
+    func checks() -> Int { daemon.log.components(separatedBy: "background refresh check done").count - 1 }
+    let before = checks()
+    waitFor("\(count) more background refresh checks", file: file, line: line) { checks() >= before + count }
+}
