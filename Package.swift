@@ -108,6 +108,7 @@ let package = Package(
             "SecretService",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         ]),
         // libqrencode: brokerctl shows a device-code sign-in's address as a QR code (TerminalQR.swift).

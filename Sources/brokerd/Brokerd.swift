@@ -7,7 +7,6 @@ import BrokerProtocol
 import BrokerServer
 import Logging
 import Systemd
-import UnixSignals
 
 #if canImport(Glibc)
 import Glibc
@@ -45,86 +44,43 @@ struct Brokerd: AsyncParsableCommand {
           help: "Serve com.microsoft.identity.broker1 on the D-Bus session bus, or not (default: the config's dbus_broker, else on).")
     var dbusBroker: Bool?
 
+    /// The command line's settings, which win over the configuration file's (`applied(to:)`, at start and at every
+    /// reload): the one place where a flag meets the file.
+    struct Flags: Sendable {
+        var logLevel: Logger.Level?
+        var dbusBroker: Bool?
+
+        func applied(to file: BrokerConfiguration) -> BrokerConfiguration {
+            var configuration = file
+            if let logLevel { configuration.logLevel = logLevel.rawValue }
+            if let dbusBroker { configuration.dbusBroker = dbusBroker }
+            return configuration
+        }
+    }
+
     func run() async throws {
         ProcessHardening.makeNonDumpable()
         ProcessMemory.limitArenas()
+        let flags = Flags(logLevel: logLevel, dbusBroker: dbusBroker)
         let configPath = config ?? BrokerConfiguration.defaultPath()
         let configuration: BrokerConfiguration
         do {
-            configuration = try BrokerConfiguration.load(path: configPath, required: config != nil)
+            configuration = flags.applied(to: try BrokerConfiguration.load(path: configPath, required: config != nil))
         } catch {
             Self.fail("brokerd: configuration error: \(error)")
         }
-        let level = logLevel ?? configuration.logLevel.flatMap(Logger.Level.init(rawValue:)) ?? .info
-        let levelBox = LogLevelBox(level)
+        let levelBox = LogLevelBox(Self.logLevel(configuration))
         bootstrapLogging(levelBox)
         let logger = Logger(label: "brokerd")
 
         let stateDirectory = self.stateDirectory ?? BrokerConfiguration.defaultStateDirectory()
-        if configuration.keyStore != .memory {
-            do { try AtomicFile.makeDirectory(stateDirectory, mode: 0o700) } catch {
-                Self.fail("brokerd: cannot create the state directory: \(error)")
-            }
-        }
-        let keyChoice: KeyStoreChoice
-        do {
-            keyChoice = try KeyStoreChoice.choose(configuration.keyStore, keyFile: configuration.keyFile ?? "\(stateDirectory)/cache.key",
-                                                  stateDirectory: stateDirectory)
-        } catch {
-            Self.fail("brokerd: key store: \(error)", status: KeyStoreChoice.unavailableExitStatus)
-        }
-        let keyStore = keyChoice.keyStore
-        for warning in keyChoice.warnings { logger.warning("\(warning)") }
-        let store = CacheStore(path: "\(stateDirectory)/cache.db", keyStore: keyStore, reason: keyChoice.reason,
-                               leaving: keyChoice.leaving)
-        var identity: IdPClient
-        do { identity = try IdPClient(settings: Self.identitySettings(configuration)) } catch {
-            Self.fail("brokerd: cannot set up HTTPS to identity providers: \(error)")
-        }
-        let broker = Broker(store: store, writeDelay: .milliseconds(configuration.writeDelayMilliseconds),
-                            identity: identity, logger: logger)
-        let apps: AppAccess
-        do {
-            apps = try AppAccess(settings: Self.appSettings(configuration),
-                                 databasePath: configuration.keyStore == .memory ? nil : "\(stateDirectory)/apps.db",
-                                 retention: Self.auditRetention(configuration), logger: logger,
-                                 events: { await broker.publish($0) }, onChange: { broker.forgetRememberedAnswers() })
-        } catch {
-            Self.fail("brokerd: cannot open the app database \(stateDirectory)/apps.db: \(error)")
-        }
-        let auditWriter = Task { await apps.runAuditWriter() }
-        // Opened, not loaded: cache hits are answered from here on, each reading its own account, while the rest of
-        // the cache loads in the background (Broker.open). Other requests wait for the load.
-        do { try await broker.open() } catch {
-            Self.fail("brokerd: cannot open the cache: \(error)", status: KeyStoreChoice.exitStatus(of: error))
-        }
-        for note in await store.keyNotes { logger.notice("key store: \(note)") }
+        let (broker, apps, keyChoice, identity) = await Self.openBroker(configuration, stateDirectory: stateDirectory, logger: logger)
         let hooks = await HookRunner.start(broker: broker, settings: configuration.hooks, logger: logger)
-
         let activated: Int32?
         do { activated = try SocketActivation.listeningUnixSocket() } catch {
             Self.fail("brokerd: socket activation: \(error)")
         }
         let socketPath = activated.flatMap(SocketActivation.boundPath(of:)) ?? SocketLocation.resolve(explicit: socket)
-        // Trapped before the socket serves: a SIGTERM sent as soon as the first answer came must stop brokerd
-        // gracefully, not kill it with the default action.
-        let signals = await UnixSignalsSequence(trapping: .sigterm, .sigint, .sighup)
-        let server: BrokerServer
-        let dbusState = FrontEndState()
-        do {
-            server = try await BrokerServer.start(
-                broker: broker, apps: apps, socketPath: socketPath, activatedDescriptor: activated, configPath: configPath,
-                settings: Self.settings(configuration), dbusBroker: dbusState, logger: logger)
-        } catch {
-            Self.fail("brokerd: cannot serve \(socketPath): \(error)")
-        }
-
-        logger.info("serving", metadata: [
-            "socket": "\(socketPath)", "socket_activated": "\(activated != nil)", "key_store": "\(keyStore)",
-            "key_store_reason": "\(keyChoice.reason)",
-            "pid": "\(getpid())",
-        ])
-        SystemdNotifier.ready(status: "serving on \(socketPath), loading the cache")
         let loading = Task {
             do { try await broker.finishLoading() } catch {
                 Self.fail("brokerd: cannot load the cache: \(error)")
@@ -133,87 +89,57 @@ struct Brokerd: AsyncParsableCommand {
             let status = await broker.status()
             SystemdNotifier.status("serving \(status.accounts) account(s) on \(socketPath)")
         }
-
-        let serveDBus = dbusBroker ?? configuration.dbusBroker
-        if !serveDBus { logger.info("the D-Bus front end is off (dbus_broker = false or --no-dbus-broker)") }
-        let dbus = serveDBus ? Self.startDBus(
-            broker: broker, apps: apps, state: dbusState, signIn: DBusSignIn(rawValue: configuration.dbusSignIn) ?? .auto, logger: logger) : nil
-        let consentNotifications = await ConsentNotifications.start(broker: broker, apps: apps, logger: logger)
-        let watchdog = startWatchdog(broker: broker, logger: logger)
-        let backgroundRefresh: Task<Void, Never>? = configuration.backgroundRefresh ? Task {
-            await broker.runBackgroundRefresh(BackgroundRefreshSettings(
-                checkIntervalSeconds: Int64(configuration.refreshCheckIntervalSeconds),
-                renewAheadSeconds: Int64(configuration.renewAheadSeconds),
-                keepAliveSeconds: Int64(configuration.keepAliveDays) * 86_400,
-                firstBackoffSeconds: Int64(configuration.refreshBackoffSeconds)))
-        } : nil
-        let networkWatch = NetworkWatch.start(broker, logger: logger)
-        // Start-up is over once the cache is loaded and the D-Bus front end has started (just above): what it
-        // mapped of code and read-only data and will not run again goes (StartupPages).
-        let settled = Task {
-            await loading.value
-            let released = StartupPages.release()
-            logger.info("released the start-up pages", metadata: [
-                "rss_before_kib": "\(released.residentBefore / 1024)", "rss_after_kib": "\(released.residentAfter / 1024)",
-                "mappings": "\(released.mappings)",
-            ])
+        let daemon = Daemon(broker: broker, apps: apps, hooks: hooks, logger: logger, levelBox: levelBox, configPath: configPath,
+                            flags: flags, keyChoice: keyChoice, configuration: configuration, identity: identity,
+                            loading: loading)
+        let group = DaemonServices.group(daemon, socket: SocketService(daemon: daemon, socketPath: socketPath,
+                                                                       activated: activated))
+        do { try await group.run() } catch {
+            logger.error("brokerd stopped on an error: \(error)")
+            Self.fail("brokerd: \(error)")
         }
-        let statusUpdates = Task {
-            await broker.loaded()
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(30))
-                let now = await broker.status()
-                SystemdNotifier.status("\(now.accounts) account(s), \(server.connectionCount) connection(s), "
-                    + "\(server.requestsServed) request(s) served")
+    }
+
+    /// The key store, the cache (opened: hits are answered while the rest loads, `Broker.open`), the IdP client and
+    /// the app policy with its database. Any of them failing ends brokerd with a message saying why.
+    static func openBroker(_ configuration: BrokerConfiguration, stateDirectory: String, logger: Logger) async
+        -> (Broker, AppAccess, KeyStoreChoice, IdPClient) {
+        if configuration.keyStore != .memory {
+            do { try AtomicFile.makeDirectory(stateDirectory, mode: 0o700) } catch {
+                fail("brokerd: cannot create the state directory: \(error)")
             }
         }
-
-        var grace = configuration.shutdownGraceSeconds
-        for await signal in signals {
-            if signal == .sighup {
-                SystemdNotifier.reloading()
-                if let reloaded = reload(configPath: configPath, server: server, levelBox: levelBox,
-                                         cliLevel: logLevel, current: configuration, logger: logger) {
-                    grace = reloaded.shutdownGraceSeconds
-                    await apps.update(Self.appSettings(reloaded), retention: Self.auditRetention(reloaded))
-                    await hooks.update(reloaded.hooks)
-                    // Authorities, CA bundle and sign-in settings apply to the next request.
-                    if Self.identitySettings(reloaded) != identity.settings {
-                        do {
-                            let replacement = try IdPClient(settings: Self.identitySettings(reloaded))
-                            let previous = await broker.replaceIdentity(replacement)
-                            identity = replacement
-                            // Interactive flows started before the reload still use the old one: give them their time.
-                            let linger = (previous?.settings.interactiveTimeoutSeconds ?? 0) + 60
-                            Task { try? await Task.sleep(for: .seconds(linger)); await previous?.shutdown() }
-                        } catch {
-                            logger.error("identity provider settings not reloaded: \(error)")
-                        }
-                    }
-                }
-                SystemdNotifier.ready(status: "configuration reloaded")
-                continue
-            }
-            logger.info("stopping", metadata: ["signal": "\(signal)"])
-            SystemdNotifier.stopping(status: "finishing in-flight requests")
-            break
+        let keyChoice: KeyStoreChoice
+        do {
+            keyChoice = try KeyStoreChoice.choose(configuration.keyStore, keyFile: configuration.keyFile ?? "\(stateDirectory)/cache.key",
+                                                  stateDirectory: stateDirectory)
+        } catch {
+            fail("brokerd: key store: \(error)", status: KeyStoreChoice.unavailableExitStatus)
         }
-        await loading.value  // the broker's flush needs the whole cache
-        await settled.value
-        watchdog?.cancel()
-        statusUpdates.cancel()
-        backgroundRefresh?.cancel()
-        networkWatch.stop()
-        dbus?.stop()
-        consentNotifications?.stop()
-        await hooks.stop()
-        await server.shutdown(grace: .seconds(grace), removeSocketFile: activated == nil)
-        await broker.flush()
-        auditWriter.cancel()
-        await auditWriter.value
-        await apps.close()
-        await identity.shutdown()
-        logger.info("stopped")
+        for warning in keyChoice.warnings { logger.warning("\(warning)") }
+        let store = CacheStore(path: "\(stateDirectory)/cache.db", keyStore: keyChoice.keyStore, reason: keyChoice.reason,
+                               leaving: keyChoice.leaving)
+        let clock = SystemClock()
+        let identity: IdPClient
+        do { identity = try IdPClient(settings: identitySettings(configuration), clock: clock) } catch {
+            fail("brokerd: cannot set up HTTPS to identity providers: \(error)")
+        }
+        let broker = Broker(store: store, writeDelay: .milliseconds(configuration.writeDelayMilliseconds),
+                            identity: identity, clock: clock, logger: logger)
+        let apps: AppAccess
+        do {
+            apps = try AppAccess(settings: appSettings(configuration),
+                                 databasePath: configuration.keyStore == .memory ? nil : "\(stateDirectory)/apps.db",
+                                 retention: auditRetention(configuration), clock: clock, logger: logger,
+                                 events: { await broker.publish($0) }, onChange: { broker.forgetRememberedAnswers() })
+        } catch {
+            fail("brokerd: cannot open the app database \(stateDirectory)/apps.db: \(error)")
+        }
+        do { try await broker.open() } catch {
+            fail("brokerd: cannot open the cache: \(error)", status: KeyStoreChoice.exitStatus(of: error))
+        }
+        for note in await store.keyNotes { logger.notice("key store: \(note)") }
+        return (broker, apps, keyChoice, identity)
     }
 
     /// The D-Bus front end, when a session bus is there and nobody else owns the name (it is never taken away).
@@ -239,78 +165,7 @@ struct Brokerd: AsyncParsableCommand {
         return service
     }
 
-    static func settings(_ configuration: BrokerConfiguration) -> ServerSettings {
-        ServerSettings(allowRoot: configuration.allowRoot, maxConnections: configuration.maxConnections,
-                       maxConnectionsPerProcess: configuration.maxConnectionsPerProcess,
-                       idleTimeout: .seconds(Int64(configuration.idleTimeoutSeconds)),
-                       maxInFlightPerConnection: configuration.maxRequestsInFlight,
-                       maxBatchSize: configuration.maxBatchSize,
-                       lineTimeout: .seconds(Int64(configuration.lineTimeoutSeconds)))
-    }
-
-    /// The app policy of the configuration (whose values the configuration has checked).
-    static func appSettings(_ configuration: BrokerConfiguration) -> AppPolicySettings {
-        AppPolicySettings(
-            sandboxedApps: AppPolicySettings.Sandboxed(rawValue: configuration.sandboxedApps) ?? .ask,
-            unsandboxedApps: AppPolicySettings.Unsandboxed(rawValue: configuration.unsandboxedApps) ?? .allow,
-            pins: configuration.pins.map { AppPin(clientId: $0.clientId, apps: $0.apps.compactMap(AppID.init(parsing:))) },
-            consentTimeoutSeconds: configuration.consentTimeoutSeconds)
-    }
-
-    static func auditRetention(_ configuration: BrokerConfiguration) -> AppAccess.AuditRetention {
-        AppAccess.AuditRetention(days: configuration.auditRetentionDays, maximumRows: configuration.auditMaxRows)
-    }
-
-    static func identitySettings(_ configuration: BrokerConfiguration) -> IdPClient.Settings {
-        var authorities: [String: String] = [:]
-        for name in configuration.profiles.keys.sorted() {
-            let profile = configuration.profiles[name]!
-            if let authority = profile.authority, authorities[profile.clientId] == nil { authorities[profile.clientId] = authority }
-        }
-        return IdPClient.Settings(
-            caFile: configuration.caFile, allowLoopbackHTTP: configuration.allowLoopbackHTTP,
-            requestTimeoutSeconds: Int64(configuration.requestTimeoutSeconds),
-            connectTimeoutSeconds: Int64(configuration.connectTimeoutSeconds), defaultAuthority: configuration.defaultAuthority, clientAuthorities: authorities,
-            openBrowser: BrowserPolicy(rawValue: configuration.openBrowser.rawValue) ?? .auto,
-            interactiveTimeoutSeconds: Int64(configuration.interactiveTimeoutSeconds),
-            microsoftBaseURL: configuration.microsoftBaseURL, trustedAuthorityHosts: configuration.trustedAuthorityHosts,
-            b2cHosts: configuration.b2cHosts, clientCapabilities: configuration.clientCapabilities)
-    }
-
-    /// Re-reads the configuration; a broken file leaves the running configuration as it is.
-    private func reload(configPath: String, server: BrokerServer, levelBox: LogLevelBox, cliLevel: Logger.Level?,
-                        current: BrokerConfiguration, logger: Logger) -> BrokerConfiguration? {
-        let updated: BrokerConfiguration
-        do { updated = try BrokerConfiguration.load(path: configPath) } catch {
-            logger.error("configuration not reloaded: \(error)")
-            return nil
-        }
-        let settings = Self.settings(updated)
-        server.update { $0 = settings }
-        levelBox.level = cliLevel ?? updated.logLevel.flatMap(Logger.Level.init(rawValue:)) ?? .info
-        if updated.keyStore != current.keyStore || updated.keyFile != current.keyFile {
-            logger.warning("key_store and key_file changes take effect after a restart")
-        }
-        logger.info("configuration reloaded", metadata: [
-            "path": "\(configPath)", "allow_root": "\(updated.allowRoot)", "max_connections": "\(updated.maxConnections)",
-        ])
-        return updated
-    }
-
-    /// Pings systemd's watchdog at half its interval, but only after a round trip through the broker actor,
-    /// so a wedged broker stops the pings and systemd restarts it.
-    private func startWatchdog(broker: Broker, logger: Logger) -> Task<Void, Never>? {
-        guard let usec = SystemdNotifier.watchdogInterval() else { return nil }
-        logger.info("watchdog enabled", metadata: ["interval_ms": "\(usec / 1000)"])
-        return Task {
-            while !Task.isCancelled {
-                if await broker.ping() { SystemdNotifier.watchdogPing() }
-                try? await Task.sleep(for: .microseconds(Int64(usec / 2)))
-            }
-        }
-    }
-
-    private static func fail(_ message: String, status: Int32 = 1) -> Never {
+    static func fail(_ message: String, status: Int32 = 1) -> Never {
         var bytes = Array((message + "\n").utf8)
         bytes.withUnsafeMutableBytes { _ = write(2, $0.baseAddress, $0.count) }
         SystemdNotifier.send("STATUS=\(message)")
