@@ -116,66 +116,19 @@ final class RequestRouter: Sendable {
                 _ = try params(NoParams.self, request)
                 return .success(try ProtocolCoding.encode(await status()))
             case .getAccounts:
-                let p = try params(GetAccountsParams.self, request)
-                guard try mayList(caller, clientId: p.clientId) else { return .success(try ProtocolCoding.encode(AccountsResult(accounts: []))) }
-                var summaries = await broker.accounts(visibleTo: p.clientId)
-                if let clientId = p.clientId { summaries = apps.visible(summaries, to: caller, clientId: clientId) }
-                let accounts = summaries.map(SocketWire.account)
-                return .success(try ProtocolCoding.encode(AccountsResult(accounts: accounts)))
+                return .success(try ProtocolCoding.encode(try await accounts(try params(GetAccountsParams.self, request), caller: caller)))
             case .getAccount:
-                let p = try params(GetAccountParams.self, request)
-                let selector: AccountSelector
-                switch (p.homeAccountId, p.username) {
-                case (let id?, _): selector = .homeAccountId(id)
-                case (nil, let name?): selector = .username(name)
-                case (nil, nil): throw RPCError.invalidParams("getAccount needs homeAccountId or username")
-                }
-                guard try mayList(caller, clientId: p.clientId) else { return .success(try ProtocolCoding.encode(AccountResult(account: nil))) }
-                let account = try await broker.account(selector, visibleTo: p.clientId)
-                    .flatMap { apps.visible([$0], to: caller, clientId: p.clientId).first }
-                return .success(try ProtocolCoding.encode(AccountResult(account: account.map(SocketWire.account))))
+                return .success(try ProtocolCoding.encode(try await account(try params(GetAccountParams.self, request), caller: caller)))
             case .removeAccount:
-                let p = try params(RemoveAccountParams.self, request)
-                try Self.requireNonEmpty(p.clientId, "clientId")
-                let selector = try Self.selector(p.account)
-                try await authorize(caller, clientId: p.clientId, account: await accountNames(selector, clientId: p.clientId),
-                                    scopes: [])
-                let report = try await broker.removeAccount(selector, forClient: p.clientId)
-                return .success(try ProtocolCoding.encode(Self.wire(report)))
+                return .success(try ProtocolCoding.encode(try await removeAccount(try params(RemoveAccountParams.self, request),
+                                                                                  caller: caller)))
             case .signOut:
                 let p = try params(SignOutParams.self, request)
-                let report = try await broker.signOut(Self.selector(p.account))
-                return .success(try ProtocolCoding.encode(Self.wire(report)))
+                return .success(try ProtocolCoding.encode(Self.wire(try await broker.signOut(Self.selector(p.account)))))
             case .importCache:
-                let p = try params(ImportCacheParams.self, request)
-                guard p.format == "msal" else {
-                    throw RPCError.invalidParams("unsupported cache format '\(p.format)' (supported: msal)", reason: "unsupportedFormat")
-                }
-                let bytes: [UInt8]
-                switch (p.data, p.path) {
-                case (let data?, nil): bytes = Array(data.utf8)
-                case (nil, let path?): bytes = try CallerFiles.read(path)
-                default: throw RPCError.invalidParams("importCache takes exactly one of 'data' and 'path'")
-                }
-                let report = try await broker.importCache(bytes)
-                ProcessMemory.trim()  // the document and its parse were transient
-                return .success(try ProtocolCoding.encode(ImportResult(
-                    added: report.added, replaced: report.replaced, keptNewer: report.keptNewer, accounts: report.accounts)))
+                return .success(try ProtocolCoding.encode(try await importCache(try params(ImportCacheParams.self, request))))
             case .exportCache:
-                let p = try params(ExportCacheParams.self, request)
-                guard (p.format ?? "msal") == "msal" else {
-                    throw RPCError.invalidParams("unsupported cache format '\(p.format ?? "")' (supported: msal)", reason: "unsupportedFormat")
-                }
-                guard let path = p.path else {
-                    let data = String(decoding: await broker.exportCache(), as: UTF8.self)
-                    return .success(try ProtocolCoding.encode(ExportResult(format: "msal", data: data)))
-                }
-                let document = await broker.exportDocument()
-                let bytes = try CallerFiles.write(path) { sink in
-                    try document.serialize(indent: 4, excludingSections: [BrokerState.sectionName], into: sink)
-                }
-                ProcessMemory.trim()
-                return .success(try ProtocolCoding.encode(ExportResult(format: "msal", path: path, bytes: bytes)))
+                return .success(try ProtocolCoding.encode(try await exportCache(try params(ExportCacheParams.self, request))))
             case .acquireTokenSilently:
                 return .success(try await acquireTokenSilently(try params(AcquireTokenSilentlyParams.self, request),
                                                                caller: caller))

@@ -5,6 +5,8 @@ import XCTest
 
 /// The account API end to end: the real brokerd, driven through its socket (BrokerClient) and through brokerctl.
 final class AccountLifecycleTests: XCTestCase {
+    /// One story, in order, over 80 lines: each step's state is the next step's start (an import, the lists, a
+    /// removal for one app, a sign-out, a restart that must keep all of it), so splitting it would repeat the steps.
     func testImportListRemoveSignOutAndRestart() async throws {
         let daemon = try Daemon()
         try daemon.start()

@@ -73,18 +73,43 @@ extension Broker {
         let requestId = PKCE.randomToken(bytes: 12)
         let metadata = try await providerMetadata(authority, idp: idp)
         if Task.isCancelled { throw .userCanceled("the sign-in was canceled: its caller went away") }
-        let published = publishing(prompt, request: request, waitLimit: request.waitLimit(idp.settings))
+        let result = try await runFlow(request, requestId: requestId, idp: idp, metadata: metadata, began: began,
+                                       prompt: publishing(prompt, request: request, waitLimit: request.waitLimit(idp.settings)))
+        let now = now()
+        let known = knownAccounts
+        let saved = try cache.save(result.response, idToken: result.idToken, clientId: request.clientId, authority: authority,
+                                   requestedScopes: scopes + request.extraScopesToConsent, usedRefreshTokenKey: nil,
+                                   knownHomeAccountId: nil, now: now)
+        let hid = saved.homeAccountId
+        let isNew = !known.contains(hid.lowercased())
+        cache.state.reveal(hid, to: request.clientId)
+        cache.state.signInRequired.remove(hid.lowercased())
+        cache.noteUse(TokenUse(clientId: request.clientId, homeAccountId: hid, authority: authority.url, scopes: scopes, lastUsed: now))
+        do { try await commit() } catch { logger.error("signed in, but the cache could not be written: \(error)") }
+        if isNew { emit(.accountAdded(homeAccountId: hid)) }
+        logger.info("signed in interactively", metadata: ["account": "\(hid)", "client_id": "\(request.clientId)",
+                                                          "flow": "\(request.flow.rawValue)"])
+        try checkGranted(saved, requested: scopes)
+        return Self.outcome(saved.accessToken, hid: hid, clientId: request.clientId, authority: authority, source: "interactive",
+                            idToken: saved.idToken, cache: cache)
+    }
+
+    /// Runs the browser or device-code flow as a task that `cancelInteractiveFlow` and the time limit can end, and
+    /// reads how it ended.
+    private func runFlow(_ request: InteractiveTokenRequest, requestId: String, idp: IdPClient, metadata: ProviderMetadata,
+                         began: ContinuousClock.Instant,
+                         prompt: @escaping @Sendable (InteractionPrompt) async -> Void) async throws(TokenFailure) -> InteractiveResult {
         let task = Task<InteractiveResult, Error> {
             switch request.flow {
             case .browser:
-                return try await BrowserSignIn(idp: idp, metadata: metadata, request: request, requestId: requestId).run(prompt: published)
+                return try await BrowserSignIn(idp: idp, metadata: metadata, request: request, requestId: requestId).run(prompt: prompt)
             case .deviceCode:
-                return try await DeviceCodeSignIn(idp: idp, metadata: metadata, request: request, requestId: requestId).run(prompt: published)
+                return try await DeviceCodeSignIn(idp: idp, metadata: metadata, request: request, requestId: requestId).run(prompt: prompt)
             }
         }
         interactiveFlows[requestId] = task
-        // A caller with a deadline of its own (a D-Bus client gives up after 300 s) gets its answer within it: the
-        // whole sign-in, discovery and the code's redemption included, ends as canceled when the time is up.
+        // A caller with a deadline of its own (a D-Bus client gives up after 300 s) gets its answer within it: counted
+        // from the call (discovery's time comes out of it), the sign-in and the code's redemption end as canceled.
         let deadline = request.timeLimitSeconds.map { limit in
             Task { [logger, clientId = request.clientId] () -> Bool in
                 do { try await Task.sleep(until: began.advanced(by: .seconds(limit)), clock: .continuous) } catch { return false }
@@ -97,10 +122,10 @@ extension Broker {
             deadline?.cancel()
             interactiveFlows[requestId] = nil
         }
-        let result: InteractiveResult
         do {
-            result = try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+            let result = try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
             signInEnded(requestId, .completed)
+            return result
         } catch {
             signInEnded(requestId, Self.signInEnd(of: error, cancelled: task.isCancelled))
             // Cancelled (the time limit, cancelInteractiveFlow, the caller gone): whatever the flow was doing when it
@@ -120,24 +145,6 @@ extension Broker {
             default: throw .internal("\(error)")
             }
         }
-
-        let now = now()
-        let known = knownAccounts
-        let saved = try cache.save(result.response, idToken: result.idToken, clientId: request.clientId, authority: authority,
-                                   requestedScopes: scopes + request.extraScopesToConsent, usedRefreshTokenKey: nil,
-                                   knownHomeAccountId: nil, now: now)
-        let hid = saved.homeAccountId
-        let isNew = !known.contains(hid.lowercased())
-        cache.state.reveal(hid, to: request.clientId)
-        cache.state.signInRequired.remove(hid.lowercased())
-        cache.noteUse(TokenUse(clientId: request.clientId, homeAccountId: hid, authority: authority.url, scopes: scopes, lastUsed: now))
-        do { try await commit() } catch { logger.error("signed in, but the cache could not be written: \(error)") }
-        if isNew { emit(.accountAdded(homeAccountId: hid)) }
-        logger.info("signed in interactively", metadata: ["account": "\(hid)", "client_id": "\(request.clientId)",
-                                                          "flow": "\(request.flow.rawValue)"])
-        try checkGranted(saved, requested: scopes)
-        return Self.outcome(saved.accessToken, hid: hid, clientId: request.clientId, authority: authority, source: "interactive",
-                            idToken: saved.idToken, cache: cache)
     }
 
     /// `prompt`, with a device code also published as a pending sign-in.
