@@ -7,6 +7,7 @@ import BrokerProtocol
 import BrokerServer
 import Logging
 import Systemd
+import UnixSignals
 
 #if canImport(Glibc)
 import Glibc
@@ -92,8 +93,11 @@ struct Brokerd: AsyncParsableCommand {
         let daemon = Daemon(broker: broker, apps: apps, hooks: hooks, logger: logger, levelBox: levelBox, configPath: configPath,
                             flags: flags, keyChoice: keyChoice, configuration: configuration, identity: identity,
                             loading: loading)
-        let group = DaemonServices.group(daemon, socket: SocketService(daemon: daemon, socketPath: socketPath,
-                                                                       activated: activated))
+        // SIGHUP is trapped here, before any service runs: its default action would end brokerd. SIGTERM and SIGINT
+        // are the group's, trapped before it starts the services (the socket among them).
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
+        let group = DaemonServices.group(daemon, socket: SocketService(daemon: daemon, socketPath: socketPath, activated: activated),
+                                         hangups: hangups)
         do { try await group.run() } catch {
             logger.error("brokerd stopped on an error: \(error)")
             Self.fail("brokerd: \(error)")

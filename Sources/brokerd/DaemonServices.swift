@@ -48,11 +48,11 @@ final class Daemon: Sendable {
 /// the services stop one by one in the reverse of this order, so that requests in flight finish (the socket) before
 /// the cache is flushed and the databases close (the core, first here and last to stop).
 enum DaemonServices {
-    static func group(_ daemon: Daemon, socket: SocketService) -> ServiceGroup {
+    static func group(_ daemon: Daemon, socket: SocketService, hangups: UnixSignalsSequence) -> ServiceGroup {
         let services: [any Service] = [
             CoreService(daemon: daemon), socket, DBusService(daemon: daemon), HooksService(daemon: daemon),
             BackgroundRefreshService(daemon: daemon), NetworkWatchService(daemon: daemon), WatchdogService(daemon: daemon),
-            StatusService(daemon: daemon), StartupPagesService(daemon: daemon), ReloadService(daemon: daemon),
+            StatusService(daemon: daemon), StartupPagesService(daemon: daemon), ReloadService(daemon: daemon, hangups: hangups),
             ShutdownNotice(daemon: daemon),
         ]
         // Every service runs until the shutdown (one with nothing left to do waits for it): the group takes a service
@@ -239,9 +239,11 @@ struct StartupPagesService: Service {
 /// leaves the running configuration as it is.
 struct ReloadService: Service {
     let daemon: Daemon
+    /// SIGHUP, trapped before the socket serves (its default action would end brokerd).
+    let hangups: UnixSignalsSequence
 
     func run() async throws {
-        let hangups = await UnixSignalsSequence(trapping: .sighup)
+        let hangups = self.hangups
         try await cancelWhenGracefulShutdown {
             for await _ in hangups { await reload() }
         }
