@@ -82,7 +82,16 @@ struct Brokerd: AsyncParsableCommand {
             Self.fail("brokerd: socket activation: \(error)")
         }
         let socketPath = activated.flatMap(SocketActivation.boundPath(of:)) ?? SocketLocation.resolve(explicit: socket)
-        let loading = Task {
+        let daemon = Daemon(broker: broker, apps: apps, hooks: hooks, logger: logger, levelBox: levelBox, configPath: configPath,
+                            flags: flags, keyChoice: keyChoice, configuration: configuration, identity: identity)
+        // Trapped before the socket serves: a SIGTERM sent as soon as the first answer came must stop brokerd
+        // gracefully, and a SIGHUP reload it, not end it with their default action.
+        let terminations = await UnixSignalsSequence(trapping: .sigterm, .sigint)
+        let hangups = await UnixSignalsSequence(trapping: .sighup)
+        let socket = await SocketService.start(daemon, socketPath: socketPath, activated: activated)
+        // The rest of the cache loads once the socket serves: cache hits are answered meanwhile, each reading its own
+        // account (Broker.open), and the first app's answer does not share the CPU with the load's start.
+        Task {
             do { try await broker.finishLoading() } catch {
                 Self.fail("brokerd: cannot load the cache: \(error)")
             }
@@ -90,14 +99,16 @@ struct Brokerd: AsyncParsableCommand {
             let status = await broker.status()
             SystemdNotifier.status("serving \(status.accounts) account(s) on \(socketPath)")
         }
-        let daemon = Daemon(broker: broker, apps: apps, hooks: hooks, logger: logger, levelBox: levelBox, configPath: configPath,
-                            flags: flags, keyChoice: keyChoice, configuration: configuration, identity: identity,
-                            loading: loading)
-        // SIGHUP is trapped here, before any service runs: its default action would end brokerd. SIGTERM and SIGINT
-        // are the group's, trapped before it starts the services (the socket among them).
-        let hangups = await UnixSignalsSequence(trapping: .sighup)
-        let group = DaemonServices.group(daemon, socket: SocketService(daemon: daemon, socketPath: socketPath, activated: activated),
-                                         hangups: hangups)
+        let group = DaemonServices.group(daemon, socket: socket, hangups: hangups)
+        let shutdown = Task {
+            for await signal in terminations {
+                logger.info("stopping", metadata: ["signal": "\(signal)"])
+                SystemdNotifier.stopping(status: "finishing in-flight requests")
+                await group.triggerGracefulShutdown()
+                break
+            }
+        }
+        defer { shutdown.cancel() }
         do { try await group.run() } catch {
             logger.error("brokerd stopped on an error: \(error)")
             Self.fail("brokerd: \(error)")

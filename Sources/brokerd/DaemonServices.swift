@@ -25,35 +25,32 @@ final class Daemon: Sendable {
     let keyStoreReason: String
     /// The configuration in force (the file's as last loaded, flags applied) and the IdP client made from it.
     let current: Locked<(configuration: BrokerConfiguration, identity: IdPClient)>
-    /// The whole cache loaded (`Broker.finishLoading`), which the flush at shutdown needs.
-    let loading: Task<Void, Never>
     /// What `getStatus.dbusBroker` says (set by the D-Bus service).
     let dbusState = FrontEndState()
     /// The socket server, once SocketService has started it.
     let server = Locked<BrokerServer?>(nil)
 
     init(broker: Broker, apps: AppAccess, hooks: HookRunner, logger: Logger, levelBox: LogLevelBox, configPath: String,
-         flags: Brokerd.Flags, keyChoice: KeyStoreChoice, configuration: BrokerConfiguration, identity: IdPClient,
-         loading: Task<Void, Never>) {
+         flags: Brokerd.Flags, keyChoice: KeyStoreChoice, configuration: BrokerConfiguration, identity: IdPClient) {
         (self.broker, self.apps, self.hooks, self.logger, self.levelBox) = (broker, apps, hooks, logger, levelBox)
         (keyStore, keyStoreReason) = (keyChoice.keyStore, keyChoice.reason)
-        (self.configPath, self.flags, self.loading) = (configPath, flags, loading)
+        (self.configPath, self.flags) = (configPath, flags)
         current = Locked((configuration, identity))
     }
 
     var configuration: BrokerConfiguration { current.withLock { $0.configuration } }
 }
 
-/// The daemon as services of one ServiceGroup (swift-service-lifecycle). SIGTERM and SIGINT shut it down gracefully:
-/// the services stop one by one in the reverse of this order, so that requests in flight finish (the socket) before
-/// the cache is flushed and the databases close (the core, first here and last to stop).
+/// The daemon as services of one ServiceGroup (swift-service-lifecycle). A graceful shutdown (SIGTERM or SIGINT:
+/// `Brokerd.run` traps them before the socket serves and triggers it) stops the services one by one in the reverse of
+/// this order, so that requests in flight finish (the socket) before the cache is flushed and the databases close
+/// (the core, first here and last to stop).
 enum DaemonServices {
     static func group(_ daemon: Daemon, socket: SocketService, hangups: UnixSignalsSequence) -> ServiceGroup {
         let services: [any Service] = [
             CoreService(daemon: daemon), socket, DBusService(daemon: daemon), HooksService(daemon: daemon),
             BackgroundRefreshService(daemon: daemon), NetworkWatchService(daemon: daemon), WatchdogService(daemon: daemon),
             StatusService(daemon: daemon), StartupPagesService(daemon: daemon), ReloadService(daemon: daemon, hangups: hangups),
-            ShutdownNotice(daemon: daemon),
         ]
         // Every service runs until the shutdown (one with nothing left to do waits for it): the group takes a service
         // that ends while the others stop one by one for one that failed.
@@ -63,8 +60,7 @@ enum DaemonServices {
         }
         var groupLogger = daemon.logger
         groupLogger[metadataKey: "component"] = "lifecycle"
-        return ServiceGroup(configuration: .init(services: configurations, gracefulShutdownSignals: [.sigterm, .sigint],
-                                                 logger: groupLogger))
+        return ServiceGroup(configuration: .init(services: configurations, logger: groupLogger))
     }
 }
 
@@ -77,7 +73,7 @@ struct CoreService: Service {
         let apps = daemon.apps
         let auditWriter = Task { await apps.runAuditWriter() }
         try? await gracefulShutdown()
-        await daemon.loading.value
+        await daemon.broker.loaded()  // the flush needs the whole cache
         await daemon.broker.flush()
         auditWriter.cancel()
         await auditWriter.value
@@ -87,16 +83,16 @@ struct CoreService: Service {
     }
 }
 
-/// The Unix socket, started once the group has trapped SIGTERM (a SIGTERM sent as soon as the first answer came
-/// must stop brokerd gracefully, not kill it with the default action); at shutdown, requests in flight get
-/// `shutdown_grace` to finish.
+/// The Unix socket, serving since start-up (`start`, before the other services: the first app's answer does not wait
+/// for them); at shutdown, requests in flight get `shutdown_grace` to finish.
 struct SocketService: Service {
     let daemon: Daemon
-    let socketPath: String
-    /// The socket systemd passed (socket activation), if any: its file is systemd's to remove.
-    let activated: Int32?
+    let server: BrokerServer
+    /// Whether the socket's file is brokerd's to remove (not when systemd passed the socket).
+    let removeSocketFile: Bool
 
-    func run() async throws {
+    /// Starts serving `socketPath` (or the socket systemd passed, `activated`).
+    static func start(_ daemon: Daemon, socketPath: String, activated: Int32?) async -> SocketService {
         let server: BrokerServer
         do {
             server = try await BrokerServer.start(
@@ -112,9 +108,12 @@ struct SocketService: Service {
             "key_store_reason": "\(daemon.keyStoreReason)", "pid": "\(getpid())",
         ])
         SystemdNotifier.ready(status: "serving on \(socketPath), loading the cache")
+        return SocketService(daemon: daemon, server: server, removeSocketFile: activated == nil)
+    }
+
+    func run() async throws {
         try? await gracefulShutdown()
-        await daemon.loading.value  // the broker's flush needs the whole cache
-        await server.shutdown(grace: .seconds(daemon.configuration.shutdownGraceSeconds), removeSocketFile: activated == nil)
+        await server.shutdown(grace: .seconds(daemon.configuration.shutdownGraceSeconds), removeSocketFile: removeSocketFile)
     }
 }
 
@@ -164,7 +163,7 @@ struct BackgroundRefreshService: Service {
             renewAheadSeconds: Int64(configuration.renewAheadSeconds),
             keepAliveSeconds: Int64(configuration.keepAliveDays) * 86_400,
             firstBackoffSeconds: Int64(configuration.refreshBackoffSeconds))
-        try await cancelWhenGracefulShutdown { await broker.runBackgroundRefresh(settings) }
+        await cancelWhenGracefulShutdown { await broker.runBackgroundRefresh(settings) }
     }
 }
 
@@ -191,7 +190,7 @@ struct WatchdogService: Service {
         }
         daemon.logger.info("watchdog enabled", metadata: ["interval_ms": "\(usec / 1000)"])
         let broker = daemon.broker
-        try await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 if await broker.ping() { SystemdNotifier.watchdogPing() }
                 try? await Task.sleep(for: .microseconds(Int64(usec / 2)))
@@ -206,7 +205,7 @@ struct StatusService: Service {
 
     func run() async throws {
         let daemon = self.daemon
-        try await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             await daemon.broker.loaded()
             while !Task.isCancelled {
                 try? await Task.sleep(for: .seconds(30))
@@ -225,7 +224,7 @@ struct StartupPagesService: Service {
     let daemon: Daemon
 
     func run() async throws {
-        await daemon.loading.value
+        await daemon.broker.loaded()
         let released = StartupPages.release()
         daemon.logger.info("released the start-up pages", metadata: [
             "rss_before_kib": "\(released.residentBefore / 1024)", "rss_after_kib": "\(released.residentAfter / 1024)",
@@ -244,7 +243,7 @@ struct ReloadService: Service {
 
     func run() async throws {
         let hangups = self.hangups
-        try await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             for await _ in hangups { await reload() }
         }
     }
@@ -286,13 +285,3 @@ struct ReloadService: Service {
     }
 }
 
-/// Last in the group, so first to hear of a shutdown: says so at once, in the log and to systemd.
-struct ShutdownNotice: Service {
-    let daemon: Daemon
-
-    func run() async throws {
-        try? await gracefulShutdown()
-        daemon.logger.info("stopping")
-        SystemdNotifier.stopping(status: "finishing in-flight requests")
-    }
-}
