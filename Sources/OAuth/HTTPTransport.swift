@@ -119,6 +119,11 @@ public final class HTTPTransport: Sendable {
         } catch is NIOTooManyBytesError {
             backoff.reached(host)
             throw .invalidResponse("the answer from \(host) is larger than \(Self.maxBodyBytes >> 20) MiB")
+        } catch let error as HTTPParserError {
+            // The host answered, with something that is not HTTP (a header that never ends): this endpoint failed,
+            // not the network, and the host's other endpoints must not be held back for it.
+            backoff.reached(host)
+            throw .transient("the answer from \(host) is not valid HTTP (\(error))")
         } catch where Task.isCancelled {
             // Its caller went away: nothing is known about the host.
             throw .transient("the request to \(host) was cancelled")

@@ -65,7 +65,11 @@ final class HostileIdPTests: XCTestCase {
         XCTAssertLessThan(try idp.bodyBytesSent("token-endless"), 64 << 20)
         // NIO's HTTP parser takes 80 KiB of headers at most.
         XCTAssertLessThan(try idp.bodyBytesSent("discovery-headbomb"), 64 << 20)
-        XCTAssertTrue(message(answers["discovery-headbomb"]).contains("cannot reach"), message(answers["discovery-headbomb"]))
+        // A header bomb is the endpoint's failure, not the network's: the host is not backed off for it, which would
+        // fail every other case of this run on the same host with its message.
+        XCTAssertTrue(message(answers["discovery-headbomb"]).contains("not valid HTTP"), message(answers["discovery-headbomb"]))
+        XCTAssertFalse(Array(answers.values).contains { message($0).contains("cannot reach") },
+                       "no case was refused for another's failure: \(answers.filter { message($0.value).contains("cannot reach") }.keys)")
         // Claims beyond any Double are kept as accountClaims: every account answer must still encode.
         let accounts = try RawClient(daemon.socket).request("getAccounts")
         XCTAssertNotNil(accounts.result?["accounts"], "\(accounts)")
