@@ -66,6 +66,8 @@ let package = Package(
         .target(name: "BrokerCore", dependencies: [
             "BrokerJSON", "BrokerCache", "BrokerPlatform", "BrokerStore", "OAuth",
             .product(name: "Crypto", package: "swift-crypto"),
+            // scrypt for the passphrase of a backup (CacheBackup.swift).
+            .product(name: "CryptoExtras", package: "swift-crypto"),
             .product(name: "Logging", package: "swift-log"),
             // The browser of an interactive sign-in is started with swift-subprocess (FilePath is swift-system's).
             .product(name: "Subprocess", package: "swift-subprocess"),

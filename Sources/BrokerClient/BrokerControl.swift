@@ -109,6 +109,28 @@ public final class BrokerControl: Sendable {
         try await call(.getAuditLog, params, as: AuditLogResult.self).entries
     }
 
+    /// Tries the cache databases waiting for their keys again (the key store's key, read afresh, and `key`, 32 bytes
+    /// the user holds), merging each that opens; `database`: a file to wait for first.
+    public func recoverCaches(key: [UInt8]? = nil, database: String? = nil) async throws(BrokerError) -> RecoverCachesResult {
+        try await call(.recoverCaches, RecoverCachesParams(key: key.map { Base64URL.encode($0) }, database: database),
+                       as: RecoverCachesResult.self)
+    }
+
+    /// Gives up the databases waiting for their keys; each is kept as a file that `recoverCaches` can still open.
+    public func resetWaitingCaches() async throws(BrokerError) -> [String] {
+        try await call(.resetWaitingCaches, NoParams(), as: ResetWaitingCachesResult.self).keptAs
+    }
+
+    /// Writes the whole cache to `path` (absolute), sealed under `passphrase`.
+    public func backupCache(to path: String, passphrase: String) async throws(BrokerError) -> BackupCacheResult {
+        try await call(.backupCache, BackupCacheParams(path: path, passphrase: passphrase), as: BackupCacheResult.self)
+    }
+
+    /// Merges a backup written by `backupCache` into the cache, as an import.
+    public func restoreCache(from path: String, passphrase: String) async throws(BrokerError) -> ImportResult {
+        try await call(.restoreCache, BackupCacheParams(path: path, passphrase: passphrase), as: ImportResult.self)
+    }
+
     func call<Params: Encodable & Sendable, Result: Decodable & Sendable>(_ method: BrokerMethod, _ params: Params,
                                                     as type: Result.Type) async throws(BrokerError) -> Result {
         do { return try await connection.call(method, params, as: type) } catch { throw BrokerError(error) }

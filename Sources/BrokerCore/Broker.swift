@@ -26,6 +26,8 @@ public actor Broker {
         public var lastWrite: Int64?
         public var lastWriteError: String?
         public var problems: [String]
+        /// Databases kept for a key the key store does not hold now (WaitingCaches.swift).
+        public var waitingCaches: [String] = []
         public var signInRequired: [String]
         public var startedAt: Int64
         public var pendingSignIns: [PendingSignIn] = []
@@ -40,6 +42,8 @@ public actor Broker {
         case lookup(TokenCache.LookupError)
         case invalidDocument(String)
         case notPersisted(String)
+        /// A key given to open a waiting cache that is not 256 bits.
+        case invalidKey(bytes: Int)
 
         public var description: String {
             switch self {
@@ -48,6 +52,7 @@ public actor Broker {
                 return "\(what) matches \(matches.count) accounts (\(matches.joined(separator: ", "))); use a homeAccountId"
             case .invalidDocument(let why): return "the cache document cannot be read: \(why)"
             case .notPersisted(let why): return "the change is in memory but could not be written to disk: \(why)"
+            case .invalidKey(let bytes): return "a cache key is 32 bytes (256 bits); the one given has \(bytes)"
             }
         }
     }
@@ -59,10 +64,16 @@ public actor Broker {
         get { cell.cache }
         _modify { yield &cell.cache }
     }
-    private let store: CacheStore
+    let store: CacheStore
     let logger: Logger
     private let writeDelay: Duration
     private var problems: [String] = []
+    /// The database in use and the ones waiting for their keys, as the store last said (status reads them here).
+    var cacheFile: String?
+    var waitingCaches: [String] = []
+    var waitingProblems: [String] = []
+    /// The recovery of waiting caches under way: one at a time (Broker+WaitingCaches.swift).
+    var recovery: Task<Recovery, Error>?
     private let startedAt: Int64
     /// Wall time and elapsed time, as everything the broker decides reads them: tests pass a ManualClock.
     public nonisolated let clock: any BrokerClock
@@ -74,6 +85,8 @@ public actor Broker {
     private var lastWrite: Int64?
     private var lastWriteError: String?
     private var stopping = false
+    /// While the merged cache moves into another database (`adoptWaiting`): no write starts.
+    private var adopting = false
     /// Between `open` and the end of `finishLoading`: the cache in `cell` is partial (PartialCache).
     private var loading = false
     private var loadWaiters: [CheckedContinuation<Void, Never>] = []
@@ -127,7 +140,10 @@ public actor Broker {
     /// account it is asked for on its own, while everything else waits in `loaded()` until `finishLoading` has
     /// read the whole cache. This is how brokerd answers its first request within milliseconds at any cache size.
     public func open() async throws {
-        switch try await store.open() {
+        defer { logWaiting() }
+        let opened = try await store.open()
+        await refreshWaiting()
+        switch opened {
         case .loaded(let loaded):
             cache = loaded.cache
             report(loaded.problems)
@@ -283,12 +299,13 @@ public actor Broker {
             refreshTokens: cache.count(.refreshToken),
             idTokens: cache.count(.idToken),
             appMetadata: cache.count(.appMetadata),
-            cachePath: store.keyStore == .memory ? nil : store.path,
+            cachePath: store.keyStore == .memory ? nil : cacheFile,
             keyStore: store.keyStore,
             keyStoreReason: store.keyStoreReason,
             lastWrite: lastWrite,
             lastWriteError: lastWriteError,
-            problems: problems,
+            problems: problems + waitingProblems,
+            waitingCaches: waitingCaches,
             signInRequired: cache.state.signInRequired.sorted(),
             startedAt: startedAt,
             pendingSignIns: pendingSignInList(),
@@ -332,7 +349,7 @@ public actor Broker {
     }
 
     private func scheduleWrite() {
-        guard writer == nil else { return }
+        guard writer == nil, !adopting else { return }
         writer = Task { await self.writeLoop(delay: true) }
     }
 
@@ -366,6 +383,29 @@ public actor Broker {
             }
         }
         writer = nil
+    }
+
+    /// Moves the whole cache into the waiting database the key store's key opens (CacheStore.adopt), with no write
+    /// running meanwhile: a change made before the move is in it, one made after is written to the new database.
+    func adoptWaiting(_ waiting: CacheStore.WaitingCache) async throws {
+        adopting = true
+        defer {
+            adopting = false
+            if durableGeneration < generation || cache.hasChangedRows { scheduleWrite() }
+        }
+        if let writer { await writer.value }
+        let target = generation
+        let (rows, values) = cell.withLock { contents in
+            let rows = contents.cache.allRows()
+            _ = contents.cache.takeChangedRows()
+            return (rows, rows.map { contents.cache.value(of: $0) })
+        }
+        do { try await store.adopt(waiting, rows: values) } catch {
+            cell.withLock { $0.cache.markChanged(rows) }
+            throw error
+        }
+        durableGeneration = max(durableGeneration, target)
+        resumeWaiters(upTo: target, with: nil)
     }
 
     /// 0.1 s, doubling, at most 30 s.

@@ -3,18 +3,18 @@ import BrokerPlatform
 import Logging
 
 /// A waiting device-code sign-in shown on the desktop through `org.freedesktop.Notifications`, for D-Bus callers,
-/// which have no channel to show it themselves. Only when a notification server already owns that name: brokerd asks
+/// which have no channel to show it themselves (and, once per start, caches waiting for their keys). Only when a notification server already owns that name: brokerd asks
 /// the bus (NameHasOwner) and never starts one by activation. Failing to notify is logged, never fatal.
 ///
 /// Each notification has a session-bus connection of its own, kept until the notification is closed: the front end's
 /// connection belongs to its thread, and some servers drop a notification whose sender left the bus. The calls block
 /// (5 s at most), so each runs on a thread of its own (PlatformThread.run) rather than on the threads of Swift's tasks.
-struct DesktopNotifications: Sendable {
+public struct DesktopNotifications: Sendable {
     static let serverName = "org.freedesktop.Notifications"
     static let callTimeoutMicroseconds: UInt64 = 5_000_000
 
     /// A notification on screen and the connection that showed it.
-    final class Shown: @unchecked Sendable {
+    public final class Shown: @unchecked Sendable {
         fileprivate let bus: OpaquePointer
         let id: UInt32
         fileprivate init(bus: OpaquePointer, id: UInt32) {
@@ -25,12 +25,13 @@ struct DesktopNotifications: Sendable {
 
     let logger: Logger
 
-    init(logger: Logger) {
+    public init(logger: Logger) {
         self.logger = logger
     }
 
     /// Shows a notification when a notification server is on the session bus; nil when there is none or it failed.
-    func show(summary: String, body: String) async -> Shown? {
+    @discardableResult
+    public func show(summary: String, body: String) async -> Shown? {
         let logger = self.logger
         return await PlatformThread.run { Self.post(summary: summary, body: body, logger: logger) }
     }

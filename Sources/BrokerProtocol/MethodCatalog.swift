@@ -38,6 +38,12 @@ extension BrokerMethod {
         case .setAppAccess:
             return .init(method: self, params: SetAppAccessParams.self, result: SetAppAccessResult.self, sendsPrompts: false)
         case .getAuditLog: return .init(method: self, params: GetAuditLogParams.self, result: AuditLogResult.self, sendsPrompts: false)
+        case .recoverCaches:
+            return .init(method: self, params: RecoverCachesParams.self, result: RecoverCachesResult.self, sendsPrompts: false)
+        case .resetWaitingCaches:
+            return .init(method: self, params: NoParams.self, result: ResetWaitingCachesResult.self, sendsPrompts: false)
+        case .backupCache: return .init(method: self, params: BackupCacheParams.self, result: BackupCacheResult.self, sendsPrompts: false)
+        case .restoreCache: return .init(method: self, params: BackupCacheParams.self, result: ImportResult.self, sendsPrompts: false)
         }
     }
 }

@@ -17,6 +17,10 @@ public enum BrokerMethod: String, CaseIterable, Sendable {
     case getApps
     case setAppAccess
     case getAuditLog
+    case recoverCaches
+    case resetWaitingCaches
+    case backupCache
+    case restoreCache
 }
 
 /// Notifications brokerd sends: prompts on the connection of a running interactive request (browserUrl,
@@ -41,7 +45,7 @@ public enum BrokerNotification: String, CaseIterable, Sendable {
 
 /// Version of the wire contract. Additive changes (new methods, new optional fields) keep the major number;
 /// a client should ignore fields it does not know.
-public let brokerProtocolVersion = "1.7"
+public let brokerProtocolVersion = "1.8"
 public let brokerVersion = "0.1.0"
 
 public struct NoParams: Codable, Sendable {

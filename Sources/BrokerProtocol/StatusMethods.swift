@@ -51,6 +51,9 @@ public struct StatusResult: Codable, Sendable, Equatable {
     public var pendingConsents: [PendingConsentInfo]?
     /// What brokerd knows of the network (since protocol 1.7; absent from older daemons).
     public var network: NetworkStatus?
+    /// Cache databases kept for a key the key store does not hold now (since protocol 1.8; absent from older
+    /// daemons): `recoverCaches` merges them back, `resetWaitingCaches` gives them up.
+    public var waitingCaches: [String]?
 
     public init(version: String, protocolVersion: String, pid: Int32, startedAt: Int64, uptimeSeconds: Int64,
                 socket: String, socketActivated: Bool, configPath: String?, configPresent: Bool, cachePath: String?,
@@ -58,7 +61,8 @@ public struct StatusResult: Codable, Sendable, Equatable {
                 accounts: Int, accessTokens: Int, refreshTokens: Int, idTokens: Int, appMetadata: Int,
                 lastWrite: Int64?, lastWriteError: String?, problems: [String], signInRequired: [String],
                 connections: Int, requestsServed: Int, dbusBroker: String? = nil, pendingSignIns: [PendingSignInInfo]? = nil,
-                pendingConsents: [PendingConsentInfo]? = nil, network: NetworkStatus? = nil) {
+                pendingConsents: [PendingConsentInfo]? = nil, network: NetworkStatus? = nil, waitingCaches: [String]? = nil) {
+        self.waitingCaches = waitingCaches
         self.pendingConsents = pendingConsents
         self.network = network
         self.version = version

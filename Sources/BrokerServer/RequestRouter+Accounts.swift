@@ -1,4 +1,5 @@
 import BrokerCache
+import BrokerJSON
 import BrokerCore
 import BrokerPlatform
 import BrokerProtocol
@@ -60,5 +61,50 @@ extension RequestRouter {
         }
         ProcessMemory.trim()
         return ExportResult(format: "msal", path: path, bytes: bytes)
+    }
+
+    func recoverCaches(_ p: RecoverCachesParams) async throws -> RecoverCachesResult {
+        var key: [UInt8]?
+        if let text = p.key {
+            guard let bytes = Base64URL.decode(text) else {
+                throw RPCError.invalidParams("'key' is not base64url", reason: "invalidKey")
+            }
+            key = bytes
+        }
+        let recovery: Broker.Recovery
+        do { recovery = try await broker.recoverWaitingCaches(key: key, database: p.database) } catch let error as FileError {
+            throw RPCError.invalidParams("the database to recover: \(error)", reason: "invalidDatabase")
+        }
+        ProcessMemory.trim()  // the databases read were transient
+        return RecoverCachesResult(
+            merged: recovery.merged.map { MergedCache(file: $0.file, added: $0.report.added, replaced: $0.report.replaced,
+                                                      keptNewer: $0.report.keptNewer) },
+            waiting: recovery.waiting, problems: recovery.problems)
+    }
+
+    func backupCache(_ p: BackupCacheParams) async throws -> BackupCacheResult {
+        try CallerFiles.requireAbsolute(p.path)
+        let document = await broker.exportCache()
+        let sealed = try CacheBackup.seal(document, passphrase: p.passphrase)
+        let bytes = try CallerFiles.write(p.path) { sink in try sink(sealed) }
+        ProcessMemory.trim()  // the document and scrypt's memory were transient
+        return BackupCacheResult(path: p.path, bytes: bytes, accounts: await broker.status().accounts)
+    }
+
+    func restoreCache(_ p: BackupCacheParams) async throws -> ImportResult {
+        let document = try CacheBackup.open(try CallerFiles.read(p.path), passphrase: p.passphrase)
+        let report = try await broker.importCache(document)
+        ProcessMemory.trim()
+        return ImportResult(added: report.added, replaced: report.replaced, keptNewer: report.keptNewer, accounts: report.accounts)
+    }
+
+    static func reason(_ failure: CacheBackup.Failure) -> String {
+        switch failure {
+        case .notABackup: return "notABackup"
+        case .unsupportedVersion: return "unsupportedBackupVersion"
+        case .tooCostly: return "backupTooCostly"
+        case .wrongPassphrase: return "wrongPassphrase"
+        case .passphraseTooShort: return "passphraseTooShort"
+        }
     }
 }

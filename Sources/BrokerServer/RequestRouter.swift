@@ -92,7 +92,8 @@ final class RequestRouter: Sendable {
     /// Methods that hand out or change what every app holds, or tell who holds what: only for a caller identified as
     /// a host process. A sandboxed app could otherwise export every token or grant itself access.
     static let hostOnlyMethods: Set<BrokerMethod> = [.getStatus, .importCache, .exportCache, .signOut, .subscribe, .getApps,
-                                                     .setAppAccess, .getAuditLog]
+                                                     .setAppAccess, .getAuditLog, .recoverCaches, .resetWaitingCaches,
+                                                     .backupCache, .restoreCache]
 
     private func dispatch(_ request: RPCRequest, caller: CallerIdentity, link: ConnectionLink) async -> Result<[UInt8], RPCError> {
         guard let method = BrokerMethod(rawValue: request.method) else {
@@ -148,6 +149,15 @@ final class RequestRouter: Sendable {
                 return .success(try ProtocolCoding.encode(try await setAppAccess(try params(SetAppAccessParams.self, request))))
             case .getAuditLog:
                 return .success(try ProtocolCoding.encode(try await auditLog(try params(GetAuditLogParams.self, request))))
+            case .recoverCaches:
+                return .success(try ProtocolCoding.encode(try await recoverCaches(try params(RecoverCachesParams.self, request))))
+            case .backupCache:
+                return .success(try ProtocolCoding.encode(try await backupCache(try params(BackupCacheParams.self, request))))
+            case .restoreCache:
+                return .success(try ProtocolCoding.encode(try await restoreCache(try params(BackupCacheParams.self, request))))
+            case .resetWaitingCaches:
+                _ = try params(NoParams.self, request)
+                return .success(try ProtocolCoding.encode(ResetWaitingCachesResult(keptAs: try await broker.giveUpWaitingCaches())))
             }
         } catch let error as RPCError {
             return .failure(error)
@@ -155,6 +165,8 @@ final class RequestRouter: Sendable {
             return .failure(Self.rpcError(error))
         } catch let error as TokenFailure {
             return .failure(Self.rpcError(error))
+        } catch let error as CacheBackup.Failure {
+            return .failure(RPCError.invalidParams(error.description, reason: Self.reason(error)))
         } catch let error as AccessSettingError {
             return .failure(RPCError.invalidParams(error.description, reason: "nothingPending"))
         } catch {
@@ -192,6 +204,8 @@ final class RequestRouter: Sendable {
             return RPCError.invalidParams(failure.description, reason: "ambiguousAccount")
         case .invalidDocument:
             return RPCError.invalidParams(failure.description, reason: "invalidCacheDocument")
+        case .invalidKey:
+            return RPCError.invalidParams(failure.description, reason: "invalidKey")
         case .notPersisted:
             return RPCError(code: RPCErrorCode.brokerInternal, message: failure.description)
         }
@@ -219,7 +233,8 @@ final class RequestRouter: Sendable {
                     UnreachableHost(host: $0.host, reason: $0.why, failures: $0.failures, retryAfter: $0.retryAfter)
                 },
                 learned: core.learned.map { LearnedFact(kind: $0.kind.rawValue, subject: $0.subject, learnedAt: $0.learnedAt) },
-                clockSkew: core.clockSkew.map { HostClockSkew(host: $0.host, skewSeconds: $0.skewSeconds, measuredAt: $0.measuredAt) }))
+                clockSkew: core.clockSkew.map { HostClockSkew(host: $0.host, skewSeconds: $0.skewSeconds, measuredAt: $0.measuredAt) }),
+            waitingCaches: core.waitingCaches)
     }
 
     // MARK: Core → wire

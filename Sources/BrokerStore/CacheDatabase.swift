@@ -58,6 +58,8 @@ public final class CacheDatabase: @unchecked Sendable {
         case wrongKey(path: String)
         /// The file is not SQLite, is corrupt, or is SQLite but not a cache this version can read.
         case notADatabase(path: String, detail: String)
+        /// A brokerd cache of a schema this version does not know (a newer brokerd wrote it).
+        case otherVersion(path: String, schema: Int64)
         case sqlite(SQLiteError)
         /// A write to a database opened with `readOnlySnapshotOf`.
         case readOnly(path: String)
@@ -68,6 +70,8 @@ public final class CacheDatabase: @unchecked Sendable {
                 return "cache database \(path) was written with another key: its contents cannot be decrypted"
             case .notADatabase(let path, let detail):
                 return "\(path) is not a usable cache database: \(detail)"
+            case .otherVersion(let path, let schema):
+                return "cache database \(path) is of schema version \(schema), written by another brokerd version"
             case .sqlite(let error):
                 return error.description
             case .readOnly(let path):
@@ -361,7 +365,7 @@ public final class CacheDatabase: @unchecked Sendable {
             version = try userVersion()
         }
         guard version == 1 || version == Self.schemaVersion else {
-            throw Failure.notADatabase(path: path, detail: "schema version \(version) is not \(Self.schemaVersion) (written by another brokerd version)")
+            throw Failure.otherVersion(path: path, schema: version)
         }
         try checkKey()  // before an upgrade: a file of another key is moved aside as it was
         if version == 1 { try addAccountColumn(accountOfRow) }
@@ -466,7 +470,7 @@ public final class CacheDatabase: @unchecked Sendable {
 
 extension CacheDatabase {
     /// SQLite's companion files, which belong to the database and must move and disappear with it.
-    static let companionSuffixes = ["-wal", "-shm"]
+    public static let companionSuffixes = ["-wal", "-shm"]
 
     /// Renames the database and its companions to `<path>.<reason>-<unix time>` (plus `-wal`/`-shm`) and returns
     /// the new path, which SQLite can open as it was. Call it with no connection open on `path`.

@@ -279,6 +279,41 @@ static inline int brokerd_watch_system_events(sd_bus *bus, struct brokerd_system
                                "StateChanged", brokerd_network_state_changed, target);
 }
 
+// MARK: The Secret Service changing (a cache waiting for its key may open now)
+
+enum { BROKERD_SECRET_SERVICE_CHANGED = 3 };
+
+static int brokerd_secrets_owner_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)error;
+    const char *name = NULL, *old_owner = NULL, *new_owner = NULL;
+    if (sd_bus_message_read(m, "sss", &name, &old_owner, &new_owner) < 0) return 0;
+    // A provider took the name (gnome-keyring, KeePassXC, KWallet started or replaced another).
+    if (name && strcmp(name, "org.freedesktop.secrets") == 0 && new_owner && new_owner[0] != '\0') {
+        struct brokerd_system_event_target *target = (struct brokerd_system_event_target *)userdata;
+        target->handler(BROKERD_SECRET_SERVICE_CHANGED, 0, target->context);
+    }
+    return 0;
+}
+
+static int brokerd_secrets_collection_changed(sd_bus_message *m, void *userdata, sd_bus_error *error) {
+    (void)m;
+    (void)error;
+    struct brokerd_system_event_target *target = (struct brokerd_system_event_target *)userdata;
+    target->handler(BROKERD_SECRET_SERVICE_CHANGED, 0, target->context);
+    return 0;
+}
+
+// On the session bus: the bus daemon's NameOwnerChanged (org.freedesktop.secrets got an owner) and the Secret
+// Service's CollectionChanged (a collection was unlocked, or its items changed). A forged signal can do no more than
+// make brokerd read the key store once more.
+static inline int brokerd_watch_secret_service(sd_bus *bus, struct brokerd_system_event_target *target) {
+    int r = sd_bus_match_signal(bus, NULL, "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                "NameOwnerChanged", brokerd_secrets_owner_changed, target);
+    if (r < 0) return r;
+    return sd_bus_match_signal(bus, NULL, NULL, "/org/freedesktop/secrets", "org.freedesktop.Secret.Service",
+                               "CollectionChanged", brokerd_secrets_collection_changed, target);
+}
+
 // MARK: Callers that leave the bus (the D-Bus front end)
 
 typedef void (*brokerd_name_left_handler)(const char *unique_name, void *context);

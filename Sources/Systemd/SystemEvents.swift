@@ -4,13 +4,16 @@ import CSystemd
 import Glibc
 #endif
 
-/// Signals on the system bus that say the network may be back: logind's `PrepareForSleep(false)` (the machine woke
-/// up) and NetworkManager's `StateChanged` to connected. Watched on a thread and a system bus connection of their own
-/// (sd-bus objects belong to one thread). Without a system bus (a container), nothing is watched.
+/// Bus signals brokerd acts on. On the system bus, those that say the network may be back: logind's
+/// `PrepareForSleep(false)` (the machine woke up) and NetworkManager's `StateChanged` to connected. On the session
+/// bus, those that say the Secret Service changed (a new owner of its name, a collection unlocked): a cache waiting
+/// for its key may open now. Watched on a thread and a bus connection of their own (sd-bus objects belong to one
+/// thread). Without the bus (a container), nothing is watched.
 public final class SystemEvents: @unchecked Sendable {
     public enum Event: Sendable, Equatable {
         case resumed
         case networkConnected
+        case secretServiceChanged
     }
 
     /// NM_STATE_CONNECTED_GLOBAL.
@@ -32,6 +35,22 @@ public final class SystemEvents: @unchecked Sendable {
         var bus: OpaquePointer?
         let opened = sd_bus_open_system(&bus)
         guard opened >= 0, let bus else { return .failure(SystemBusFailure(code: opened, what: "cannot connect to the system bus")) }
+        return watch(bus, onEvent, startThread: startThread, what: "the system bus's signals") { brokerd_watch_system_events($0, $1) }
+    }
+
+    /// Connects to the session bus and watches the Secret Service (`secretServiceChanged`).
+    public static func watchSecretService(_ onEvent: @escaping @Sendable (Event) -> Void,
+                                          startThread: (@escaping @Sendable () -> Void) -> Bool) -> Result<SystemEvents, SystemBusFailure> {
+        var bus: OpaquePointer?
+        let opened = sd_bus_open_user(&bus)
+        guard opened >= 0, let bus else { return .failure(SystemBusFailure(code: opened, what: "cannot connect to the session bus")) }
+        return watch(bus, onEvent, startThread: startThread, what: "the Secret Service's signals") { brokerd_watch_secret_service($0, $1) }
+    }
+
+    private static func watch(_ bus: OpaquePointer, _ onEvent: @escaping @Sendable (Event) -> Void,
+                              startThread: (@escaping @Sendable () -> Void) -> Bool, what: String,
+                              match: (OpaquePointer, UnsafeMutablePointer<brokerd_system_event_target>) -> Int32)
+        -> Result<SystemEvents, SystemBusFailure> {
         let watcher = SystemEvents(onEvent: onEvent)
         guard pipe(&watcher.stopPipe) == 0 else {
             sd_bus_flush_close_unref(bus)
@@ -43,15 +62,17 @@ public final class SystemEvents: @unchecked Sendable {
             let watcher = Unmanaged<SystemEvents>.fromOpaque(context!).takeUnretainedValue()
             if event == Int32(BROKERD_RESUMED.rawValue) {
                 watcher.onEvent(.resumed)
+            } else if event == Int32(BROKERD_SECRET_SERVICE_CHANGED) {
+                watcher.onEvent(.secretServiceChanged)
             } else if value == SystemEvents.networkManagerConnected {
                 watcher.onEvent(.networkConnected)
             }
         }
-        let watched = withUnsafeMutablePointer(to: &watcher.target) { brokerd_watch_system_events(bus, $0) }
+        let watched = withUnsafeMutablePointer(to: &watcher.target) { match(bus, $0) }
         guard watched >= 0 else {
             sd_bus_flush_close_unref(bus)
             for end in watcher.stopPipe { close(end) }
-            return .failure(SystemBusFailure(code: watched, what: "cannot watch the system bus's signals"))
+            return .failure(SystemBusFailure(code: watched, what: "cannot watch \(what)"))
         }
         let busAddress = UInt(bitPattern: bus)
         guard startThread({ watcher.run(OpaquePointer(bitPattern: busAddress)!) }) else {

@@ -23,7 +23,7 @@ struct Brokerctl: AsyncParsableCommand {
             """,
         version: brokerVersion,
         subcommands: [Status.self, Accounts.self, Login.self, Token.self, Remove.self, SignOut.self, Import.self, Export.self,
-                      Watch.self, Apps.self, Log.self, Doctor.self, Version.self])
+                      Watch.self, Apps.self, Log.self, Doctor.self, Recover.self, Reset.self, Backup.self, Restore.self, Version.self])
 
     /// `--socket PATH` is accepted before the subcommand too (`brokerctl --socket S status`), as in ssh-add -s style tools.
     static func main() async {

@@ -118,8 +118,10 @@ struct Export: AsyncParsableCommand {
         commandName: "export",
         abstract: "Write the broker's cache as an MSAL unified cache document (readable by msal-python, MSAL.NET, Azure CLI).",
         discussion: """
-            The file holds refresh tokens in clear text: it is created with mode 0600. brokerd writes it itself (any \
-            size), into a directory of your user (or a sticky one such as /tmp), replacing the file atomically.
+            The file holds every secret (refresh, access and id tokens) in clear text: it is created with mode 0600. \
+            It is for handing the cache to an MSAL SDK; to keep a copy, use `brokerctl backup`, which seals it under \
+            a passphrase. brokerd writes it itself (any size), into a directory of your user (or a sticky one such as \
+            /tmp), replacing the file atomically.
             """)
     @Argument(help: "The file to write, or - for standard output.")
     var file: String

@@ -96,6 +96,15 @@ struct Brokerd: AsyncParsableCommand {
                 Self.fail("brokerd: cannot load the cache: \(error)")
             }
             ProcessMemory.trim()  // the rows read from the database were transient; the heap kept their peak
+            // A database the key opens beside the one in use is a merge a kill interrupted: it is finished now.
+            if !(await broker.waitingDatabases()).isEmpty { _ = try? await broker.recoverWaitingCaches() }
+            let waiting = await broker.waitingDatabases()
+            if !waiting.isEmpty {
+                await DesktopNotifications(logger: logger).show(
+                    summary: "Sign-ins kept, waiting for their key",
+                    body: "The key store no longer holds the key of \(waiting.count) cache(s); brokerd keeps them and serves a new "
+                        + "cache meanwhile. Bring the key store back and run `brokerctl recover`, or see `brokerctl status`.")
+            }
             let status = await broker.status()
             SystemdNotifier.status("serving \(status.accounts) account(s) on \(socketPath)")
         }

@@ -49,7 +49,8 @@ enum DaemonServices {
     static func group(_ daemon: Daemon, socket: SocketService, hangups: UnixSignalsSequence) -> ServiceGroup {
         let services: [any Service] = [
             CoreService(daemon: daemon), socket, DBusService(daemon: daemon), HooksService(daemon: daemon),
-            BackgroundRefreshService(daemon: daemon), NetworkWatchService(daemon: daemon), WatchdogService(daemon: daemon),
+            BackgroundRefreshService(daemon: daemon), NetworkWatchService(daemon: daemon), KeyStoreWatchService(daemon: daemon),
+            WatchdogService(daemon: daemon),
             StatusService(daemon: daemon), StartupPagesService(daemon: daemon), ReloadService(daemon: daemon, hangups: hangups),
         ]
         // Every service runs until the shutdown (one with nothing left to do waits for it): the group takes a service
@@ -168,6 +169,17 @@ struct BackgroundRefreshService: Service {
 }
 
 /// What tells the broker that the network is back (NetworkWatch).
+/// Merges the caches waiting for their keys when the Secret Service changes (KeyStoreWatch).
+struct KeyStoreWatchService: Service {
+    let daemon: Daemon
+
+    func run() async throws {
+        let watch = KeyStoreWatch.start(daemon.broker, keyStore: daemon.keyStore, logger: daemon.logger)
+        try? await gracefulShutdown()
+        watch.stop()
+    }
+}
+
 struct NetworkWatchService: Service {
     let daemon: Daemon
 
@@ -269,6 +281,10 @@ struct ReloadService: Service {
         await daemon.apps.update(Brokerd.appSettings(updated), retention: Brokerd.auditRetention(updated))
         await daemon.hooks.update(updated.hooks)
         daemon.current.withLock { $0.configuration = updated }
+        // A key store that changed may hold a waiting cache's key again, or have come up empty (it gets the key in use).
+        do { _ = try await daemon.broker.recoverWaitingCaches() } catch {
+            logger.error("the caches waiting for their keys were not merged: \(error)")
+        }
         // Authorities, CA bundle and sign-in settings apply to the next request.
         let identity = daemon.current.withLock { $0.identity }
         guard Brokerd.identitySettings(updated) != identity.settings else { return }

@@ -153,12 +153,26 @@ final class PersistenceTests: XCTestCase {
         return keyStore
     }
 
-    func testDatabaseOfAnotherKeyIsMovedAside() async throws {
+    /// A database the key does not open is never moved or replaced: it waits for its key (WaitingCacheTests).
+    private func assertWaits(_ dir: String, file: StaticString = #filePath, line: UInt = #line) async throws {
+        let before = try XCTUnwrap(try AtomicFile.read("\(dir)/cache.db"), file: file, line: line)
+        let store = CacheStore(path: "\(dir)/cache.db", keyStore: .file(path: "\(dir)/cache.key"))
+        let loaded = try await store.load()
+        XCTAssertEqual(loaded.cache.document.entityCount, 0, file: file, line: line)
+        let waiting = await store.waiting
+        XCTAssertEqual(waiting, ["\(dir)/cache.db"], file: file, line: line)
+        let inUse = await store.path
+        XCTAssertTrue(inUse.hasPrefix("\(dir)/cache-") && inUse.hasSuffix(".db"), inUse, file: file, line: line)
+        await store.close()
+        XCTAssertEqual(try AtomicFile.read("\(dir)/cache.db"), before, "kept as it was", file: file, line: line)
+        XCTAssertFalse(try files(in: dir).contains { $0.contains("unreadable") }, file: file, line: line)
+    }
+
+    func testDatabaseOfAnotherKeyWaitsForItsKey() async throws {
         let dir = try makeTemporaryDirectory(self)
         _ = try await savedDatabase(dir)
         try AtomicFile.replace("\(dir)/cache.key", with: Array(repeating: 9, count: 32))
-        try await assertMovedAside(dir, store: CacheStore(path: "\(dir)/cache.db", keyStore: .file(path: "\(dir)/cache.key")))
-        XCTAssertTrue(try files(in: dir).contains("cache.db"), "a new database replaces it")
+        try await assertWaits(dir)
     }
 
     func testGarbageDatabaseIsMovedAside() async throws {
@@ -172,11 +186,11 @@ final class PersistenceTests: XCTestCase {
         XCTAssertEqual(try AtomicFile.read("\(dir)/\(aside)"), garbage, "moved, never rewritten")
     }
 
-    func testDatabaseWithoutItsKeyIsMovedAside() async throws {
+    func testDatabaseWithoutItsKeyWaitsForItsKey() async throws {
         let dir = try makeTemporaryDirectory(self)
         _ = try await savedDatabase(dir)
         XCTAssertEqual(unlink("\(dir)/cache.key"), 0)
-        try await assertMovedAside(dir, store: CacheStore(path: "\(dir)/cache.db", keyStore: .file(path: "\(dir)/cache.key")))
+        try await assertWaits(dir)
         XCTAssertEqual(fileMode("\(dir)/cache.key"), 0o600)
     }
 

@@ -109,7 +109,7 @@ final class LifecycleTests: XCTestCase {
         XCTAssertEqual(daemon.stop(), 0)
     }
 
-    func testUnreadableCacheIsMovedAsideAndReported() throws {
+    func testACacheOfAnotherKeyWaitsForItAndIsReported() throws {
         let daemon = try Daemon()
         try daemon.start()
         _ = try daemon.ctl(["import", "-"], stdin: CacheFixture.twoAppsTwoAccounts.json)
@@ -124,11 +124,11 @@ final class LifecycleTests: XCTestCase {
         let status = try decode(StatusResult.self, try daemon.ctl(["status", "--json"]).stdout)
         XCTAssertEqual(status.accounts, 0)
         XCTAssertEqual(status.problems.count, 1)
-        XCTAssertTrue(status.problems[0].contains("cannot be decrypted"), status.problems[0])
-        let aside = try FileManager.default.contentsOfDirectory(atPath: daemon.stateDir)
-            .filter { $0.hasPrefix("cache.db.unreadable-") && !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") }
-        XCTAssertEqual(aside.count, 1)
-        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: daemon.stateDir + "/" + aside[0])), before, "kept as it was")
+        XCTAssertTrue(status.problems[0].contains("cannot be opened with the key") && status.problems[0].contains("waiting"),
+                      status.problems[0])
+        XCTAssertEqual(status.waitingCaches, [daemon.stateDir + "/cache.db"])
+        XCTAssertNotEqual(status.cachePath, daemon.stateDir + "/cache.db")
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: daemon.stateDir + "/cache.db")), before, "kept as it was")
         let human = try daemon.ctl(["status"])
         XCTAssertTrue(human.stdout.contains("PROBLEM"), human.stdout)
         XCTAssertEqual(daemon.stop(), 0)

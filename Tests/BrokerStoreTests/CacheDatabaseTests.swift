@@ -195,7 +195,11 @@ final class CacheDatabaseTests: XCTestCase {
         let raw = try SQLiteConnection(path: newer)
         try raw.exec("PRAGMA user_version = 99")
         raw.close()
-        assertNotADatabase(try CacheDatabase(path: newer, key: key))
+        XCTAssertThrowsError(try CacheDatabase(path: newer, key: key)) { error in
+            guard case CacheDatabase.Failure.otherVersion(_, 99)? = error as? CacheDatabase.Failure else {
+                return XCTFail("expected otherVersion, got \(error)")
+            }
+        }
     }
 
     // MARK: Sealing

@@ -12,22 +12,30 @@ import Glibc
 /// AES-256-GCM under the key store's key (BrokerStore). A write is one transaction of the rows a change touched,
 /// durable when it returns. Runs off the broker actor, so a write's fsync never holds up a request.
 ///
-/// Files that cannot be used are moved aside (never overwritten) and reported; an old `cache.bin` (the whole
-/// cache in one sealed file) is migrated once and kept as `cache.bin.migrated-<time>`.
+/// A database the key does not open is never moved or replaced: it waits for its key (WaitingCaches.swift) while
+/// brokerd serves a new database beside it. A file that is not a database at all is moved aside and reported; an
+/// old `cache.bin` (the whole cache in one sealed file) is migrated once and kept as `cache.bin.migrated-<time>`.
 public actor CacheStore {
-    public let path: String
+    /// The database in use: `cache.db`, or `cache-<time>.db` when another database waits for its key.
+    public internal(set) var path: String
+    /// `cache.db`: the database's name when no other waits.
+    public let primaryPath: String
+    /// Databases kept for a key the store does not hold now (the key store changed or lost it), oldest first.
+    public internal(set) var waiting: [String] = []
+    /// Waiting databases of a schema this version cannot read, by file: no key opens them here.
+    var otherVersions: [String: Int64] = [:]
     public let keyStore: KeyStore
     /// Why this key store is in use (the config's choice, or what `auto` found), for status.
     public let keyStoreReason: String?
     /// A vault the key moves out of, into the key file (the file store chosen while the Secret Service holds it).
     private let formerVault: (any KeyVault)?
     /// What happened to the key at `open` (a move between stores), for the log; never the key itself.
-    public private(set) var keyNotes: [String] = []
-    private var database: CacheDatabase?
-    private var key: SymmetricKey?
+    public internal(set) var keyNotes: [String] = []
+    var database: CacheDatabase?
+    var key: SymmetricKey?
     /// Set while the database is open read-only because its directory cannot be written (a read-only mount):
     /// changes stay in memory, and each write first tries to open it for writing again.
-    public private(set) var readOnlyReason: String?
+    public internal(set) var readOnlyReason: String?
 
     public struct Loaded: Sendable {
         public var cache: TokenCache
@@ -38,6 +46,7 @@ public actor CacheStore {
     /// `path` is the database; the old single-file cache, if any, is `cache.bin` beside it.
     public init(path: String, keyStore: KeyStore, reason: String? = nil, leaving formerVault: (any KeyVault)? = nil) {
         self.path = path
+        self.primaryPath = path
         self.keyStore = keyStore
         self.keyStoreReason = reason
         self.formerVault = formerVault
@@ -67,34 +76,46 @@ public actor CacheStore {
         }
     }
 
-    /// Opens the database without reading its rows (cheap at any size); files that cannot be used are moved aside.
-    /// `withReader`: also open a second connection for reading single accounts while `loadAll` runs.
+    /// Opens the database without reading its rows (cheap at any size). Of the databases in the directory, the first
+    /// the key opens is used; the others wait for their keys. `withReader`: also open a second connection for reading
+    /// single accounts while `loadAll` runs.
     public func open(withReader: Bool = true) throws -> Opened {
-        guard let (key, created) = try keyStore.loadKey(leaving: formerVault, database: path, notes: &keyNotes) else {
+        guard let (key, created) = try keyStore.loadKey(leaving: formerVault, database: primaryPath, notes: &keyNotes) else {
             return .loaded(Loaded(cache: TokenCache(), problems: []))
         }
-        try AtomicFile.makeDirectory(AtomicFile.parentDirectory(of: path))
+        try AtomicFile.makeDirectory(AtomicFile.parentDirectory(of: primaryPath))
+        self.key = key
         var problems: [String] = []
-        if access(path, F_OK) == 0 {
-            if created {
-                problems.append(try moveAside("the key file was missing (a new key was made)"))
-            } else {
-                self.key = key
-                do {
-                    database = try CacheDatabase(path: path, key: key, accountOfRow: Self.account(ofSection:body:))
-                    return .stored(problems: problems, reader: withReader ? try AccountRowReader(path: path, key: key) : nil)
-                } catch CacheDatabase.Failure.sqlite(let error) where !Self.writable(path) {
-                    database = try CacheDatabase(readOnlySnapshotOf: path, key: key)
-                    readOnlyReason = "cache database \(path) cannot be written (\(error.message)): it was opened read-only; "
-                        + "changes are kept in memory and written as soon as it can be written again"
-                    return .stored(problems: problems + [readOnlyReason!], reader: nil)
-                } catch CacheDatabase.Failure.wrongKey {
-                    problems.append(try moveAside("it cannot be decrypted with the key"))
-                } catch CacheDatabase.Failure.notADatabase(_, let detail) {
-                    problems.append(try moveAside("it is not a cache database (\(detail))"))
-                }
+        for candidate in try Self.databases(besides: primaryPath) {
+            if created || database != nil {
+                // A new key opens nothing; a second database the key opens is an interrupted merge, finished by `recover`.
+                waiting.append(candidate)
+                continue
+            }
+            do {
+                database = try CacheDatabase(path: candidate, key: key, accountOfRow: Self.account(ofSection:body:))
+                path = candidate
+            } catch CacheDatabase.Failure.sqlite(let error) where !Self.writable(candidate) {
+                database = try CacheDatabase(readOnlySnapshotOf: candidate, key: key)
+                path = candidate
+                readOnlyReason = "cache database \(candidate) cannot be written (\(error.message)): it was opened read-only; "
+                    + "changes are kept in memory and written as soon as it can be written again"
+                problems.append(readOnlyReason!)
+            } catch CacheDatabase.Failure.wrongKey {
+                waiting.append(candidate)
+            } catch CacheDatabase.Failure.otherVersion(_, let schema) {
+                // A newer brokerd's database (a downgrade): kept as it is, for that version or `reset`.
+                waiting.append(candidate)
+                otherVersions[candidate] = schema
+            } catch CacheDatabase.Failure.notADatabase(_, let detail) {
+                problems.append(try moveAside(candidate, because: "it is not a cache database (\(detail))"))
             }
         }
+        if database != nil {
+            let reader = withReader && readOnlyReason == nil ? try AccountRowReader(path: path, key: key) : nil
+            return .stored(problems: problems, reader: reader)
+        }
+        path = AtomicFile.exists(primaryPath) ? try Self.newDatabasePath(besides: primaryPath) : primaryPath
         database = try CacheDatabase(path: path, key: key, accountOfRow: Self.account(ofSection:body:))
         if let migrated = try migrateLegacyFile(key: key, keyCreated: created, problems: &problems) {
             return .loaded(Loaded(cache: migrated, problems: problems))
@@ -173,7 +194,7 @@ public actor CacheStore {
     }
 
     /// Whether this process may write the database and create its companions beside it.
-    private static func writable(_ path: String) -> Bool {
+    static func writable(_ path: String) -> Bool {
         access(AtomicFile.parentDirectory(of: path), W_OK) == 0 && access(path, W_OK) == 0
     }
 
@@ -182,9 +203,9 @@ public actor CacheStore {
         database = nil
     }
 
-    private func moveAside(_ reason: String) throws -> String {
-        let aside = try CacheDatabase.moveAside(path, reason: "unreadable")
-        return "cache database \(path) could not be used because \(reason); it was moved to \(aside)"
+    private func moveAside(_ file: String, because reason: String) throws -> String {
+        let aside = try CacheDatabase.moveAside(file, reason: "unreadable")
+        return "cache database \(file) could not be used because \(reason); it was moved to \(aside)"
     }
 
     /// The old whole-file cache, written into the database once; the file stays as a backup.

@@ -95,6 +95,29 @@ extension KeyStore {
         }
     }
 
+    /// The key the store holds now, read afresh and never created or moved (nil: it holds none). A key store can
+    /// change under a running brokerd: another Secret Service took the name, or the key file came back.
+    public func storedKey() throws(Failure) -> SymmetricKey? {
+        switch self {
+        case .memory: return nil
+        case .file(let path): return try Self.readKeyFile(path).map { SymmetricKey(data: $0) }
+        case .vault(let vault, _): return try Self.readVault(vault).map { SymmetricKey(data: $0) }
+        }
+    }
+
+    /// Puts the current cache's key into a store that holds no key (it came up empty while brokerd ran), so that the
+    /// next start opens the cache. A store that holds a key is never overwritten here.
+    public func storeIfEmpty(_ key: SymmetricKey) throws(Failure) -> Bool {
+        guard try storedKey() == nil else { return false }
+        let bytes = key.withUnsafeBytes { Array($0) }
+        switch self {
+        case .memory: return false
+        case .file(let path): try Self.writeKeyFile(path, bytes)
+        case .vault(let vault, _): try Self.copy(bytes, into: vault)
+        }
+        return true
+    }
+
     // MARK: Steps
 
     private static func readVault(_ vault: any KeyVault) throws(Failure) -> [UInt8]? {

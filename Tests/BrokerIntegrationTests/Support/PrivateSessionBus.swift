@@ -7,6 +7,7 @@ final class PrivateSessionBus {
     let directory = TemporaryDirectory("brokerd-bus")
     let address: String
     private var processes: [ChildProcess] = []
+    private var secretService: ChildProcess?
 
     /// `configuration` (given the bus's socket path) replaces the standard session configuration: see
     /// `sessionConfiguration`. The bus logs to `log` (activations among them).
@@ -74,8 +75,10 @@ final class PrivateSessionBus {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/gnome-keyring-daemon") else {
             throw missing("gnome-keyring is not installed")
         }
-        processes.append(try ChildProcess("/bin/sh", ["-c", "printf fake-keyring-password | exec /usr/bin/gnome-keyring-daemon --unlock --components=secrets --foreground"],
-                                          environment: environment, logPath: directory.path + "/keyring.log"))
+        let keyring = try ChildProcess("/bin/sh", ["-c", "printf fake-keyring-password | exec /usr/bin/gnome-keyring-daemon --unlock --components=secrets --foreground"],
+                                       environment: environment, logPath: directory.path + "/keyring.log")
+        processes.append(keyring)
+        secretService = keyring
         // Ready once it answers: owning the name comes before gnome-keyring can serve a session (a brokerd started at
         // that moment once saw its OpenSession dropped, "recipient disconnected … without replying").
         var lastError = ""
@@ -89,6 +92,28 @@ final class PrivateSessionBus {
         let log = (try? String(contentsOfFile: directory.path + "/keyring.log", encoding: .utf8)) ?? "(no keyring.log)"
         XCTFail("the Secret Service did not answer on the private bus: \(lastError)\nkeyring.log:\n\(log.suffix(2000))")
     }
+
+    /// Stops every gnome-keyring of this bus (the one `startSecretService` started detaches from its launcher, and the
+    /// bus may have activated another) and waits until org.freedesktop.secrets has no owner.
+    func stopSecretService() throws {
+        secretService = nil
+        let marker = Array("DBUS_SESSION_BUS_ADDRESS=\(address)".utf8)
+        let keyrings = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap(Int32.init).filter { pid in
+            guard let command = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline"),
+                  String(decoding: command, as: UTF8.self).contains("gnome-keyring-daemon"),
+                  let environment = FileManager.default.contents(atPath: "/proc/\(pid)/environ") else { return false }
+            return environment.split(separator: 0).contains { Array($0) == marker }
+        }
+        for pid in keyrings { kill(pid, SIGTERM) }
+        try waitFor("gnome-keyring to stop") {
+            let stillOwned = try busctl(["call", "org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus",
+                                         "NameHasOwner", "s", "org.freedesktop.secrets"]).stdout
+            return stillOwned.contains("false")
+        }
+    }
+
+    /// Where gnome-keyring keeps its keyrings (under the bus's HOME): moved aside and back, it is another keyring.
+    var keyringsDirectory: String { directory.path + "/.local/share/keyrings" }
 
     /// busctl (a real D-Bus client) against this bus.
     func busctl(_ arguments: [String]) throws -> CommandResult {
