@@ -124,4 +124,16 @@ public enum AtomicFile {
         var info = stat()
         return lstat(path, &info) == 0
     }
+
+    /// The names in `directory` (without `.` and `..`), in no order; none when it cannot be read.
+    public static func names(in directory: String) -> [String] {
+        guard let handle = opendir(directory) else { return [] }
+        defer { closedir(handle) }
+        var names: [String] = []
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != ".", name != ".." { names.append(name) }
+        }
+        return names
+    }
 }

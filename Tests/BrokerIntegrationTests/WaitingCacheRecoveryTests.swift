@@ -147,6 +147,32 @@ final class WaitingCacheRecoveryTests: XCTestCase {
         try assertEveryoneServedNowAndAfterARestart(daemon)
     }
 
+    /// The user switches key store while the keyring is gone (key_store = "file": a new key file, the keyring's cache
+    /// waits), then back to the keyring: the keyring's key opens its cache again, the key file's is set aside as
+    /// `cache.key.superseded-…`, and brokerd merges the cache made meanwhile with that key at start, unasked.
+    func testAKeyStoreSwitchedToTheFileAndBackLosesNoSignIn() throws {
+        let bus = try PrivateSessionBus { PrivateSessionBus.sessionConfiguration(socketPath: $0) }  // nothing activatable
+        try bus.startSecretService()
+        let daemon = try Daemon(config: "background_refresh = false\n")
+        daemon.environment = bus.environment
+        let useTheFile = { try "background_refresh = false\nkey_store = \"file\"\n".write(toFile: daemon.configPath, atomically: true, encoding: .utf8) }
+        try lostKeyAndANewSignIn(daemon) {
+            try bus.stopSecretService()
+            try useTheFile()
+        }
+        XCTAssertEqual(try status(daemon).keyStore.kind, "file")
+        XCTAssertEqual(daemon.stop(), 0)
+
+        try bus.startSecretService()
+        try "background_refresh = false\n".write(toFile: daemon.configPath, atomically: true, encoding: .utf8)
+        try daemon.start()
+        try waitFor("the cache made meanwhile merged") { try status(daemon).waitingCaches == [] }
+        XCTAssertEqual(try status(daemon).keyStore.kind, "secret-service")
+        XCTAssertEqual(try databases(daemon), ["cache.db"])
+        XCTAssertTrue(try FileManager.default.contentsOfDirectory(atPath: daemon.stateDir).contains { $0.hasPrefix("cache.key.superseded-") })
+        try assertEveryoneServedNowAndAfterARestart(daemon)
+    }
+
     /// The key file is deleted; `brokerctl recover --key-file` with a saved copy brings the old sign-ins back.
     func testAMissingKeyFileThenRecoverWithAKeyTheUserHolds() throws {
         let (daemon, saved) = try lostKeyFile()

@@ -63,6 +63,13 @@ final class PlatformTests: XCTestCase {
         XCTAssertFalse(AtomicFile.exists(aside + "-shm"))
     }
 
+    func testNamesListsADirectoryAndNothingForOneThatCannotBeRead() throws {
+        let directory = try temporaryDirectory()
+        for name in ["cache.db", "cache-20260101T000000Z.db", "cache.key.superseded-1"] { try AtomicFile.replace(directory + "/" + name, with: []) }
+        XCTAssertEqual(AtomicFile.names(in: directory).sorted(), ["cache-20260101T000000Z.db", "cache.db", "cache.key.superseded-1"])
+        XCTAssertEqual(AtomicFile.names(in: directory + "/missing"), [])
+    }
+
     func testMovingAsideAMissingFileIsAnErrorNamingIt() throws {
         let path = try temporaryDirectory() + "/absent.db"
         XCTAssertThrowsError(try AtomicFile.moveAside(path, reason: "unreadable")) { error in

@@ -105,6 +105,22 @@ extension KeyStore {
         }
     }
 
+    /// Keys brokerd set aside itself (`<key file>.superseded-<time>`, when the key store and the key file held
+    /// different keys): each may be the key of a cache waiting for it, as after a switch of key store.
+    public func supersededKeys() -> [SymmetricKey] {
+        let keyFile: String
+        switch self {
+        case .memory: return []
+        case .file(let path): keyFile = path
+        case .vault(_, let path): keyFile = path
+        }
+        let directory = AtomicFile.parentDirectory(of: keyFile)
+        let prefix = String(keyFile.dropFirst(directory.count + 1)) + ".superseded-"
+        return AtomicFile.names(in: directory).filter { $0.hasPrefix(prefix) }.sorted().compactMap { name in
+            (try? Self.readKeyFile(directory + "/" + name)).flatMap { $0 }.map { SymmetricKey(data: $0) }
+        }
+    }
+
     /// Puts the current cache's key into a store that holds no key (it came up empty while brokerd ran), so that the
     /// next start opens the cache. A store that holds a key is never overwritten here.
     public func storeIfEmpty(_ key: SymmetricKey) throws(Failure) -> Bool {

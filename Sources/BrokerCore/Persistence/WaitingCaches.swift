@@ -34,15 +34,10 @@ extension CacheStore {
         let primaryName = String(primary.dropFirst(directory.count + 1))
         let stem = primaryName.hasSuffix(".db") ? String(primaryName.dropLast(3)) : primaryName
         var others: [String] = []
-        if let handle = opendir(directory) {
-            defer { closedir(handle) }
-            while let entry = readdir(handle) {
-                let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-                guard name.hasPrefix(stem + "-"), name.hasSuffix(".db") else { continue }
-                let middle = name.dropFirst(stem.count + 1).dropLast(3)
-                if !middle.isEmpty, middle.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) {
-                    others.append(directory + "/" + name)
-                }
+        for name in AtomicFile.names(in: directory) where name.hasPrefix(stem + "-") && name.hasSuffix(".db") {
+            let middle = name.dropFirst(stem.count + 1).dropLast(3)
+            if !middle.isEmpty, middle.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) {
+                others.append(directory + "/" + name)
             }
         }
         return (AtomicFile.exists(primary) ? [primary] : []) + others.sorted()
@@ -77,7 +72,8 @@ extension CacheStore {
     }
 
     /// Each waiting database that a key at hand opens, read whole: the store's key read afresh, `extraKey` (the user's),
-    /// and the current key (a merge interrupted after its database was made). `problems`: what stood in the way.
+    /// the keys brokerd set aside (`cache.key.superseded-…`, after a switch of key store) and the current key (a merge
+    /// interrupted after its database was made). `problems`: what stood in the way.
     /// Also puts the current key into a store that came up empty, so that the next start opens the cache in use.
     public func openWaiting(extraKey: SymmetricKey?) -> (opened: [WaitingCache], problems: [String]) {
         guard let key else { return ([], []) }
@@ -93,7 +89,10 @@ extension CacheStore {
         }
         let current = Self.bytes(key)
         var candidates: [(SymmetricKey, adopt: Bool)] = []
-        for (candidate, adopt) in [(stored, true), (extraKey, false), (key, false)] {
+        // The store's key (the merged cache then moves under it), the user's, those brokerd set aside, the current one.
+        let offered: [(SymmetricKey?, Bool)] = [(stored, true), (extraKey, false)] + keyStore.supersededKeys().map { ($0, false) }
+            + [(key, false)]
+        for (candidate, adopt) in offered {
             guard let candidate, !candidates.contains(where: { Self.bytes($0.0) == Self.bytes(candidate) }) else { continue }
             candidates.append((candidate, adopt && Self.bytes(candidate) != current))
         }
