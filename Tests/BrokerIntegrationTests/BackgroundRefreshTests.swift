@@ -31,10 +31,11 @@ final class BackgroundRefreshTests: XCTestCase {
         let idp = try TestIdP(environment: ["ACCESS_TOKEN_EXPIRE_SECONDS": "400"])
         let daemon = try Daemon(config: "refresh_check_interval = 1\n\(idp.brokerConfig())")
         daemon.environment = idp.browserEnvironment()
+        // Every refresh attempt fails for a while: brokerd's one retry and the next pass's, if it came too soon. Set
+        // before the sign-in, so that no check between the sign-in and this line can renew the token first.
+        try idp.control("/test/fail-next?status=503&count=6&grant_type=refresh_token")
         try daemon.start()
         XCTAssertEqual(try daemon.ctl(["login", "mail", "--config", daemon.configPath]).status, 0, daemon.log)
-        // Every refresh attempt fails for a while: brokerd's one retry and the next pass's, if it came too soon.
-        try idp.control("/test/fail-next?status=503&count=6&grant_type=refresh_token")
         try waitFor("a failed background refresh") { try idp.tokenRequests("refresh_token") >= 2 }
         waitForRefreshChecks(daemon, count: 4)
         XCTAssertEqual(try idp.tokenRequests("refresh_token"), 2, "after a failure the next try waits (backoff ≥ 30 s)")
