@@ -30,6 +30,7 @@ enum Format {
         if let dbus = s.dbusBroker { rows.append(("D-Bus", dbus)) }
         for waiting in s.pendingSignIns ?? [] { rows.append(("sign-in waiting", waitingSignIn(waiting, now: now()))) }
         for waiting in s.pendingConsents ?? [] { rows.append(("consent waiting", waitingConsent(waiting, now: now()))) }
+        for file in s.waitingCaches ?? [] { rows.append(("cache waiting", "\(file) (for its key: brokerctl recover)")) }
         if let error = s.lastWriteError { rows.append(("WRITE ERROR", error)) }
         for problem in s.problems { rows.append(("PROBLEM", problem)) }
         return table(rows)

@@ -14,8 +14,8 @@ struct Recover: AsyncParsableCommand {
         abstract: "Merge back the caches waiting for their keys, now that the key store may hold them again.",
         discussion: """
             When the key store loses the cache's key (an emptied keyring, another Secret Service provider, a deleted \
-            key file), brokerd keeps the old database untouched and serves a new one; `brokerctl status` lists it \
-            under "waiting". Bring the key store back (or not), then run this: each waiting database that the store's \
+            key file), brokerd keeps the old database untouched and serves a new one; `brokerctl status` shows it \
+            as "cache waiting". Bring the key store back (or not), then run this: each waiting database that the store's \
             key or --key-file opens is merged into the cache in use (newer entries win) and then removed. brokerd \
             also tries at start and on SIGHUP.
             """)

@@ -56,6 +56,9 @@ final class WaitingCacheRecoveryTests: XCTestCase {
         XCTAssertEqual(waiting.waitingCaches, [daemon.stateDir + "/cache.db"])
         XCTAssertTrue(waiting.problems.contains { $0.contains("waiting for its key") }, "\(waiting.problems)")
         XCTAssertTrue(daemon.log.contains("waiting for its key"), daemon.log)
+        let shown = try daemon.ctl(["status"]).stdout
+        XCTAssertTrue(shown.split(separator: "\n").contains { $0.hasPrefix("cache waiting ")
+            && $0.hasSuffix(" \(daemon.stateDir)/cache.db (for its key: brokerctl recover)") }, shown)
         let doctor = try daemon.ctl(["doctor"])
         XCTAssertTrue(doctor.stdout.contains("waiting for its key"), doctor.stdout)
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: daemon.stateDir + "/cache.db")), before, "kept as it was")
