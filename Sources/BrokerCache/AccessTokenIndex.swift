@@ -30,6 +30,37 @@ struct IndexedAccessToken: Sendable {
     /// The target's scopes, lowercased, sorted by number and each once.
     var scopes: [UInt32]
     var expiresOn: Int64?
+    /// What a token answer carries, read from the entry once: a hit reads no JSON field.
+    var answer: CachedAccessToken
+}
+
+/// An access token as a cache hit hands it out: the fields of a token answer, parsed when the entry was stored (the
+/// strings share the entry's storage). The target stays text until a hit splits it, outside the cache's lock.
+public struct CachedAccessToken: Sendable {
+    public var secret: String
+    public var tokenType: String
+    public var expiresOn: Int64
+    public var extendedExpiresOn: Int64
+    public var refreshOn: Int64?
+    /// The target as stored: text (the usual form) or, as some SDKs write it, a list.
+    private var targetText: String?
+    private var targetList: [String]?
+
+    init(_ entity: CacheEntity) {
+        secret = entity.secret ?? ""
+        tokenType = entity.tokenType
+        expiresOn = entity.expiresOn ?? 0
+        extendedExpiresOn = entity.extendedExpiresOn ?? entity.expiresOn ?? 0
+        refreshOn = entity.refreshOn
+        targetText = entity.fields["target"]?.stringValue
+        if targetText == nil, case .array? = entity.fields["target"] { targetList = entity.target }
+    }
+
+    /// The scopes, in stored order (`CacheEntity.target`).
+    public var target: [String] {
+        guard let targetText else { return targetList ?? [] }
+        return targetText.utf8.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 }).compactMap(String.init)
+    }
 }
 
 /// Access tokens bucketed by (home account, client): a silent lookup reads only the tokens its app holds for its
@@ -56,7 +87,7 @@ struct AccessTokenIndex: Sendable {
         for scope in scopes where unique.last != scope { unique.append(scope) }
         let token = IndexedAccessToken(key: key, entity: entity, environment: strings.intern(entity.environment ?? ""),
                                        realm: strings.intern(entity.realm ?? ""), scopes: unique,
-                                       expiresOn: entity.expiresOn)
+                                       expiresOn: entity.expiresOn, answer: CachedAccessToken(entity))
         buckets[bucket, default: []].append(token)
     }
 
@@ -73,8 +104,32 @@ struct AccessTokenIndex: Sendable {
     /// `now`, in `tenant` (any realm for "" and the tenant aliases).
     func bestToken(homeAccountId: String, clientId: String, environment: String, tenant: String, scopes: [String],
                    now: Int64, aliases: EnvironmentAliases) -> IndexedAccessToken? {
-        guard let account = strings.number(of: homeAccountId), let client = strings.number(of: clientId),
-              let tokens = buckets[Bucket(account: account, client: client)] else { return nil }
+        guard let bucket = bucket(homeAccountId: homeAccountId, clientId: clientId) else { return nil }
+        return bestToken(in: bucket, environment: environment, tenant: tenant, scopes: scopes, now: now, aliases: aliases)
+    }
+
+    /// The bucket of an account and client, by their numbers (nil when the cache never held either).
+    func bucket(homeAccountId: String, clientId: String) -> Bucket? {
+        guard let account = strings.number(of: homeAccountId), let client = strings.number(of: clientId) else { return nil }
+        return Bucket(account: account, client: client)
+    }
+
+    func bestToken(in bucket: Bucket, environment: String, tenant: String, scopes: [String], now: Int64,
+                   aliases: EnvironmentAliases) -> IndexedAccessToken? {
+        best(in: bucket, environment: environment, tenant: tenant, scopes: scopes, now: now, aliases: aliases)
+            .map { $0.tokens[$0.index] }
+    }
+
+    /// Only the winning token's answer fields: the rest of its entry is not copied out (a hit's only use of it).
+    func bestAnswer(in bucket: Bucket, environment: String, tenant: String, scopes: [String], now: Int64,
+                    aliases: EnvironmentAliases) -> CachedAccessToken? {
+        best(in: bucket, environment: environment, tenant: tenant, scopes: scopes, now: now, aliases: aliases)
+            .map { $0.tokens[$0.index].answer }
+    }
+
+    private func best(in bucket: Bucket, environment: String, tenant: String, scopes: [String], now: Int64,
+                      aliases: EnvironmentAliases) -> (tokens: [IndexedAccessToken], index: Int)? {
+        guard let tokens = buckets[bucket] else { return nil }
         // A scope no token of the cache holds is in no token of this bucket.
         var wanted: [UInt32] = []
         wanted.reserveCapacity(scopes.count)
@@ -102,7 +157,7 @@ struct AccessTokenIndex: Sendable {
             best = index
             bestExpiresOn = expiresOn
         }
-        return best.map { tokens[$0] }
+        return best.map { (tokens, $0) }
     }
 }
 
@@ -164,8 +219,14 @@ struct IdTokenIndex: Sendable {
     /// to several tenants has one per tenant).
     func idToken(homeAccountId: String, clientId: String, environment: String, strings: StringTable,
                  aliases: EnvironmentAliases) -> Entry? {
-        guard let account = strings.number(of: homeAccountId), let client = strings.number(of: clientId),
-              let entries = buckets[AccessTokenIndex.Bucket(account: account, client: client)] else { return nil }
+        guard let account = strings.number(of: homeAccountId), let client = strings.number(of: clientId) else { return nil }
+        return idToken(in: AccessTokenIndex.Bucket(account: account, client: client), environment: environment,
+                       strings: strings, aliases: aliases)
+    }
+
+    func idToken(in bucket: AccessTokenIndex.Bucket, environment: String, strings: StringTable,
+                 aliases: EnvironmentAliases) -> Entry? {
+        guard let entries = buckets[bucket] else { return nil }
         let wanted = strings.number(of: environment)
         if let same = entries.last(where: { $0.environment == wanted }) { return same }
         let canonical = aliases.canonical(environment)

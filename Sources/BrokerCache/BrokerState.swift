@@ -50,7 +50,9 @@ public struct BrokerState: Sendable, Equatable {
     }
 
     public func isHidden(_ homeAccountId: String, from clientId: String) -> Bool {
-        hidden[clientId.lowercased()]?.contains(homeAccountId.lowercased()) ?? false
+        // Asked on every cache hit, when nearly always nothing is hidden: no lowercased copies then.
+        guard !hidden.isEmpty else { return false }
+        return hidden[clientId.lowercasedIfNeeded]?.contains(homeAccountId.lowercasedIfNeeded) ?? false
     }
 
     package mutating func hide(_ homeAccountId: String, from clientId: String) {

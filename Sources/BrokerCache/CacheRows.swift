@@ -104,8 +104,7 @@ extension TokenCache {
     /// hours", not the last second, and a hit must not make a write.
     public mutating func noteUse(_ use: TokenUse) {
         let key = use.key
-        let previous = storedState.uses[key]?.lastUsed
-        storedState.uses[key] = use
+        let previous = storedState.uses.updateValue(use, forKey: key)?.lastUsed
         if previous.map({ use.lastUsed - $0 >= Self.useResolution || use.lastUsed < $0 }) ?? true {
             changedRows.insert(.use(key))
         }

@@ -32,4 +32,17 @@ extension TokenCache {
               let secret = entry.secret else { return nil }
         return (secret, entry.preferredUsername)
     }
+
+    /// A cache hit's tokens in one lookup: the access token `cachedAccessToken` finds, typed, and the id token (with
+    /// its `preferred_username`) `latestIdTokenAndUsername` finds. The account and the client are looked up once for
+    /// both, and no JSON field is read.
+    public func cachedHitTokens(homeAccountId hid: String, clientId: String, environment: String, tenant: String,
+                                scopes: [String], now: Int64)
+        -> (accessToken: CachedAccessToken, idToken: String?, preferredUsername: String?)? {
+        guard let bucket = accessTokens.bucket(homeAccountId: hid, clientId: clientId),
+              let token = accessTokens.bestAnswer(in: bucket, environment: environment, tenant: tenant, scopes: scopes,
+                                                  now: now, aliases: aliases) else { return nil }
+        let idToken = idTokenEntry(in: bucket, environment: environment)
+        return (token, idToken?.secret, idToken?.secret == nil ? nil : idToken?.preferredUsername)
+    }
 }

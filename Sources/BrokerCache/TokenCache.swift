@@ -118,6 +118,10 @@ public struct TokenCache: Sendable {
         indexedIdTokenEntry(homeAccountId: homeAccountId, clientId: clientId, environment: environment)?.secret
     }
 
+    func idTokenEntry(in bucket: AccessTokenIndex.Bucket, environment: String) -> IdTokenIndex.Entry? {
+        idTokens.idToken(in: bucket, environment: environment, strings: accessTokens.strings, aliases: aliases)
+    }
+
     func indexedIdTokenEntry(homeAccountId: String, clientId: String, environment: String) -> IdTokenIndex.Entry? {
         idTokens.idToken(homeAccountId: homeAccountId, clientId: clientId, environment: environment,
                          strings: accessTokens.strings, aliases: aliases)
@@ -218,6 +222,20 @@ public struct TokenCache: Sendable {
             summaries[id] = memo
         }
         return (summary, memo.text)
+    }
+
+    /// What a cache hit needs of its account: the username and, with `encode`, the account's text as
+    /// `memoizedAccount(homeAccountId:text:)` keeps it. Read in place while the memo holds, so that a hit copies no
+    /// summary: only two strings leave the cache.
+    public mutating func memoizedAccountText(homeAccountId hid: String, text encode: ((AccountSummary) -> [UInt8]?)?)
+        -> (username: String, text: [UInt8]?)? {
+        if let index = summaries.index(forKey: hid.lowercasedIfNeeded) {
+            if encode == nil { return (summaries.values[index].summary.username, nil) }
+            if summaries.values[index].textStateVersion == stateVersion, let text = summaries.values[index].text {
+                return (summaries.values[index].summary.username, text)
+            }
+        }
+        return memoizedAccount(homeAccountId: hid, text: encode).map { ($0.summary.username, $0.text) }
     }
 
     // MARK: Writing

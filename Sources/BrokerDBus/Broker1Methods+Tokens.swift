@@ -84,7 +84,7 @@ extension Broker1Methods {
             scopes: requested, account: .homeAccountId(hid))
         let generation = apps.generation
         guard let hit = broker.cachedSilentToken(silent) else { return nil }
-        let scopes = Scopes.requested(requested), account = (homeAccountId: Optional(hid), username: Optional(hit.account.username))
+        let scopes = Scopes.requested(requested), account = (homeAccountId: Optional(hid), username: Optional(hit.username))
         guard case .allow = apps.decide(caller, clientId: clientId, account: account, scopes: scopes) else { return nil }
         record(hit.outcome, caller: caller, clientId: clientId, scopes: scopes, account: account)
         logger.debug("D-Bus request answered from the cache", metadata: [
@@ -95,7 +95,7 @@ extension Broker1Methods {
         }
         let remembered = RememberedBusAnswer(
             method: method, request: request, head: head, freshness: hit.freshness, accessGeneration: generation,
-            outcome: hit.outcome, clientId: clientId, scopes: scopes, username: hit.account.username)
+            outcome: hit.outcome, clientId: clientId, scopes: scopes, username: hit.username)
         return (remembered.answer(correlationId: correlationId), remembered)
     }
 

@@ -90,10 +90,7 @@ extension ClientConnection {
             if state.begin() {
                 let answer = router.cachedAnswer(request, line: line, shape: shape, from: peer, caller: caller,
                                                  memory: &memory)
-                if let answer {
-                    send(answer)
-                    awaitsNextHit = true
-                }
+                if let answer { send(answer) }
                 state.end(served: answer != nil)
                 if answer != nil { return }
             }

@@ -89,18 +89,18 @@ extension RequestRouter {
     /// Only an app the policy allows now, without asking, is answered here (AccessMemo); the rest goes the full way,
     /// where it is asked about or refused.
     func cachedAnswer(_ request: RPCRequest, line: [UInt8], shape: RequestLineShape?, from peer: PeerIdentity,
-                      caller: CallerIdentity, memory: inout ConnectionMemory) -> [UInt8]? {
+                      caller: CallerIdentity, memory: inout ConnectionMemory) -> RememberedAnswer? {
         guard request.method == BrokerMethod.acquireTokenSilently.rawValue, let id = request.id else { return nil }
         let started = Threads.nowNanoseconds()
         guard let p = AcquireTokenSilentlyParams(plain: request.params)
                 ?? (try? params(AcquireTokenSilentlyParams.self, request)), let silent = try? Self.silentRequest(p),
               let hit = broker.cachedSilentToken(silent, accountText: { try? TokenResultText.accountJSON(SocketWire.account($0)) }),
-              memory.access.allows(caller, clientId: p.clientId, account: (hit.outcome.homeAccountId, hit.account.username),
+              memory.access.allows(caller, clientId: p.clientId, account: (hit.outcome.homeAccountId, hit.username),
                                    scopes: silent.scopes, in: apps),
               let text = SocketWire.tokenResultText(hit)
         else { return nil }
         let subject = HitAudit.Subject(clientId: p.clientId, homeAccountId: hit.outcome.homeAccountId,
-                                       username: hit.account.username, scopes: silent.scopes)
+                                       username: hit.username, scopes: silent.scopes)
         var number = 0
         if let shape, shape.id == id, shape.correlationId == .some(p.correlationId) {
             number = memory.nextSubjectNumber
@@ -108,11 +108,11 @@ extension RequestRouter {
             memory.answers.remember(.init(text: text, freshness: hit.freshness, subject: subject, number: number),
                                     for: shape, line: line)
         }
-        let json = text.json(correlationId: p.correlationId)
         logHit(from: peer, since: started, into: &memory.log)
         let finished = memory.audit.add(subject, number: number, at: broker.now())
         if !finished.isEmpty { apps.record(finished, caller: caller) }
-        return RPCEnvelope.success(id: id, resultJSON: json)
+        // Written as the remembered answers are, in pieces: the result is not copied into an envelope.
+        return RememberedAnswer(text: text, id: id, correlationId: p.correlationId, subjectNumber: number)
     }
 
     func acquireTokenInteractively(_ p: AcquireTokenInteractivelyParams, caller: CallerIdentity,

@@ -31,7 +31,7 @@ public enum SocketWire {
     /// A hit's answer text, with the account's text the cache kept (written here only when it has none).
     public static func tokenResultText(_ hit: CachedHit) -> TokenResultText? {
         let outcome = hit.outcome
-        guard let accountJSON = hit.accountText ?? (try? TokenResultText.accountJSON(account(hit.account))) else { return nil }
+        guard let accountJSON = hit.accountText else { return nil }  // not writable: the full path reports why
         return TokenResultText(accessToken: outcome.accessToken, tokenType: outcome.tokenType, expiresOn: outcome.expiresOn,
                                extendedExpiresOn: outcome.extendedExpiresOn, refreshOn: outcome.refreshOn,
                                grantedScopes: outcome.grantedScopes, idToken: outcome.idToken, accountJSON: accountJSON,

@@ -28,8 +28,9 @@ public struct TokenResultText: Sendable {
         tail.reserveCapacity((result.idToken?.utf8.count ?? 0) + 256)
         TokenResultWriter.membersAfterCorrelationId(result, into: &tail)
         tail.append(UInt8(ascii: "}"))
+        tail += Self.envelopeEnd
         self.head = head
-        self.tail = tail + Self.envelopeEnd
+        self.tail = tail
     }
 
     /// The text of a token result whose account is already written (`accountJSON(_:)`): what a cache hit makes, the
@@ -49,8 +50,9 @@ public struct TokenResultText: Sendable {
         tail.reserveCapacity((idToken?.utf8.count ?? 0) + 256)
         TokenResultWriter.membersAfterCorrelationId(rest, into: &tail)
         tail.append(UInt8(ascii: "}"))
+        tail += Self.envelopeEnd
         self.head = head
-        self.tail = tail + Self.envelopeEnd
+        self.tail = tail
     }
 
     /// An account as a token result's `account` member writes it.

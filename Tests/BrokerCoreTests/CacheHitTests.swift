@@ -58,18 +58,24 @@ final class CacheHitTests: XCTestCase {
 
         for variant in [request(), request(.username("ADA@contoso.example")), request(scopes: ["Mail.Read"]),
                         request(authority: "https://login.microsoftonline.com/organizations")] {
-            let hit = try XCTUnwrap(broker.cachedSilentToken(variant), "\(variant)")
+            let text: @Sendable (AccountSummary) -> [UInt8]? = { Array("\($0.username) \($0.apps.count)".utf8) }
+            let hit = try XCTUnwrap(broker.cachedSilentToken(variant, accountText: text), "\(variant)")
             let expected = try await broker.acquireTokenSilently(variant)
             XCTAssertEqual(hit.outcome.accessToken, expected.accessToken)
             XCTAssertEqual(hit.outcome.expiresOn, expected.expiresOn)
+            XCTAssertEqual(hit.outcome.extendedExpiresOn, expected.extendedExpiresOn)
+            XCTAssertEqual(hit.outcome.refreshOn, expected.refreshOn)
+            XCTAssertEqual(hit.outcome.tokenType, expected.tokenType)
             XCTAssertEqual(hit.outcome.grantedScopes, expected.grantedScopes)
             XCTAssertEqual(hit.outcome.idToken, expected.idToken)
             XCTAssertEqual(hit.outcome.idToken, "idt-1")
             XCTAssertEqual(hit.outcome.homeAccountId, expected.homeAccountId)
             XCTAssertEqual(hit.outcome.authority, expected.authority)
             XCTAssertEqual(hit.outcome.source, "cache")
-            let account = await broker.accountSummary(homeAccountId: hid)
-            XCTAssertEqual(hit.account, account)
+            let summary = await broker.accountSummary(homeAccountId: hid)
+            let account = try XCTUnwrap(summary)
+            XCTAssertEqual(hit.username, account.username)
+            XCTAssertEqual(hit.accountText, text(account), "the account's text as the front end writes it")
         }
         // Hits count as uses, for the background refresh: one per client, account, authority and scopes.
         let uses = await broker.cache.state.uses.values.map { "\($0.clientId) \($0.scopes.joined(separator: " "))" }

@@ -3,6 +3,7 @@ import BrokerCache
 import BrokerCore
 import BrokerJSON
 import BrokerProtocol
+import BrokerServer
 import BrokerWire
 import Foundation
 
@@ -144,10 +145,10 @@ func silentHitBenchmarks() {
             let silent = SilentTokenRequest(clientId: p.clientId, authority: p.authority,
                                             scopes: Scopes.withResource(p.scopes, resource: p.resource),
                                             account: .homeAccountId(hid), forceRefresh: p.forceRefresh ?? false, claims: p.claims)
-            guard let hit = broker.cachedSilentToken(silent),
-                  let json = try? encodeResult(hit.outcome, account: hit.account, correlationId: p.correlationId)
+            guard let hit = broker.cachedSilentToken(silent, accountText: socketAccountText),
+                  let text = SocketWire.tokenResultText(hit)
             else { fatalError("cache miss") }
-            blackHole(RPCEnvelope.success(id: id, resultJSON: json))
+            blackHole(text.answerLine(id: id, correlationId: p.correlationId))
         }
     } setup: {
         let state = try await BrokerState(accounts: 1)
@@ -173,8 +174,8 @@ func silentHitBenchmarks() {
     } setup: {
         let state = try await BrokerState(accounts: 1)
         liveBrokers.append(state)
-        guard let hit = state.broker.cachedSilentToken(state.request) else { throw BenchmarkSetupError("cache miss") }
-        let text = try TokenResultText(tokenResult(hit.outcome, account: hit.account, correlationId: nil))
+        guard let hit = state.broker.cachedSilentToken(state.request, accountText: socketAccountText),
+              let text = SocketWire.tokenResultText(hit) else { throw BenchmarkSetupError("cache miss") }
         return (state, requestLine(for: state.account), text, hit.freshness)
     } teardown: {
         await shutDownBrokers()
@@ -197,8 +198,8 @@ func silentHitBenchmarks() {
     } setup: {
         let state = try await BrokerState(accounts: 1)
         liveBrokers.append(state)
-        guard let hit = state.broker.cachedSilentToken(state.request) else { throw BenchmarkSetupError("cache miss") }
-        let text = try TokenResultText(tokenResult(hit.outcome, account: hit.account, correlationId: nil))
+        guard let hit = state.broker.cachedSilentToken(state.request, accountText: socketAccountText),
+              let text = SocketWire.tokenResultText(hit) else { throw BenchmarkSetupError("cache miss") }
         let line = requestLine(for: state.account)
         guard let shape = RequestLineShape(line) else { throw BenchmarkSetupError("no shape") }
         return (state, line, text, hit.freshness, RepeatedRequestPattern(line: line, shape: shape))

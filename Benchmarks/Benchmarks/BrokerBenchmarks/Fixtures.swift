@@ -3,6 +3,7 @@ import BrokerCore
 import BrokerJSON
 import BrokerProtocol
 import BrokerServer
+import BrokerWire
 import Foundation
 import Logging
 
@@ -147,10 +148,5 @@ struct BenchmarkSetupError: Error, CustomStringConvertible {
 /// The socket front end's own translations (BrokerServer's SocketWire), not copies of them.
 func wire(_ summary: AccountSummary) -> BrokerProtocol.Account { SocketWire.account(summary) }
 
-func encodeResult(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) throws -> [UInt8] {
-    try SocketWire.encodedTokenResult(outcome, account: account, correlationId: correlationId)
-}
-
-func tokenResult(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) -> TokenResult {
-    SocketWire.tokenResult(outcome, account: account, correlationId: correlationId)
-}
+/// How the socket front end has the broker write a hit's account (RequestRouter.cachedAnswer).
+let socketAccountText: @Sendable (AccountSummary) -> [UInt8]? = { try? TokenResultText.accountJSON(SocketWire.account($0)) }

@@ -63,7 +63,7 @@ public struct Authority: Sendable, Equatable {
     public var namesTenantByDomain: Bool { kind == .entra && !isTenantAlias && !Self.isGUID(tenant) }
 
     /// Whether the tenant stands for "the account's home tenant" in silent requests (MSAL's rule).
-    public var isTenantAlias: Bool { kind == .entra && Self.tenantAliases.contains(tenant.lowercased()) }
+    public var isTenantAlias: Bool { kind == .entra && Self.tenantAliases.contains(tenant.lowercasedIfNeeded) }
 
     /// Where the discovery document hangs: Entra and B2C publish v2.0 metadata under `<authority>/v2.0`.
     public var discoveryBase: String {

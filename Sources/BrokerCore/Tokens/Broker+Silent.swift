@@ -19,13 +19,26 @@ public struct TokenOutcome: Sendable {
 /// A silent request answered from the cache on the caller's thread (`Broker.cachedSilentToken`).
 public struct CachedHit: Sendable {
     public var outcome: TokenOutcome
-    public var account: AccountSummary
+    /// The username of the token's account (what the app policy and the audit read).
+    public var username: String
     /// The account as the front end's `accountText` wrote it, made once per change of the account, not per hit.
     public var accountText: [UInt8]?
     /// For a front end that keeps the answer it made from this hit: when the same request gets the same answer.
     public var freshness: HitFreshness
     /// The `preferred_username` claim of `outcome.idToken`, decoded when the id token was stored.
     public var idTokenUsername: String?
+}
+
+extension CachedHit {
+    fileprivate init(_ hit: Broker.LockedHit) {
+        let token = hit.token
+        self.init(outcome: TokenOutcome(accessToken: token.secret, tokenType: token.tokenType, expiresOn: token.expiresOn,
+                                        extendedExpiresOn: token.extendedExpiresOn, refreshOn: token.refreshOn,
+                                        grantedScopes: token.target, idToken: hit.idToken, homeAccountId: hit.hid,
+                                        authority: hit.authority, source: "cache"),
+                  username: hit.username, accountText: hit.accountText, freshness: hit.freshness,
+                  idTokenUsername: hit.idTokenUsername)
+    }
 }
 
 /// How long a cache hit's answer stays the answer (`Broker.isStillFresh`): opaque to front ends.
@@ -77,7 +90,7 @@ extension Broker {
         guard !request.forceRefresh, request.claims == nil else { return nil }
         let now = now()
         switch cell.withLock({ cachedHit(request, now: now, accountText: accountText, in: &$0) }) {
-        case .hit(let hit): return hit
+        case .hit(let hit): return CachedHit(hit)
         case .none: return nil
         case .unread(let account):
             // While the cache loads: the account's rows are read outside the lock, then the lookup is made again.
@@ -90,13 +103,13 @@ extension Broker {
                     contents.cacheChanged()
                 }
                 guard case .hit(let hit) = cachedHit(request, now: now, accountText: accountText, in: &contents) else { return nil }
-                return hit
+                return CachedHit(hit)
             }
         }
     }
 
-    private enum CachedLookup {
-        case hit(CachedHit)
+    fileprivate enum CachedLookup {
+        case hit(LockedHit)
         case none
         /// The cache is still loading and this account has not been read yet (`CacheStore.account(of:)`).
         case unread(String)
@@ -119,12 +132,12 @@ extension Broker {
         guard let authority = contents.validatedAuthority(request),
               let plan = try? Self.plan(request, authority: authority, cache: contents.cache),
               !plan.needsTenantDiscovery,
-              let token = contents.cache.cachedAccessToken(
+              let tokens = contents.cache.cachedHitTokens(
                   homeAccountId: plan.hid, clientId: request.clientId, environment: plan.authority.environment,
                   tenant: plan.authority.tenant, scopes: plan.scopes, now: now),
-              let expiresOn = token.expiresOn,
-              token.refreshOn.map({ $0 > now }) ?? true,
-              let (account, text) = contents.cache.memoizedAccount(homeAccountId: plan.hid, text: accountText) else { return .none }
+              tokens.accessToken.refreshOn.map({ $0 > now }) ?? true,
+              let (username, text) = contents.cache.memoizedAccountText(homeAccountId: plan.hid, text: accountText)
+        else { return .none }
         if plan.authority.kind == .entra, let identity = contents.identity,
            Self.startsAliasLookup(of: plan.authority, now: elapsed(), wallNow: now, in: &contents) {
             Task { await self.learned(await identity.aliasGroups(plan.authority), host: plan.authority.host) }
@@ -132,16 +145,26 @@ extension Broker {
         let use = TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
                            scopes: plan.scopes, lastUsed: now)
         contents.cache.noteUse(use)
+        let token = tokens.accessToken
         let freshness = HitFreshness(generation: contents.generation,
-                                     until: min(expiresOn - expiryBufferSeconds, token.refreshOn ?? .max),
+                                     until: min(token.expiresOn - expiryBufferSeconds, token.refreshOn ?? .max),
                                      use: use)
-        let idToken = contents.cache.latestIdTokenAndUsername(homeAccountId: plan.hid, environment: plan.authority.environment,
-                                                              clientId: request.clientId)
-        return .hit(CachedHit(outcome: Self.outcome(token, hid: plan.hid, clientId: request.clientId, authority: plan.authority,
-                                                    source: "cache", idToken: idToken?.idToken,
-                                                    cache: contents.cache),
-                              account: account, accountText: text, freshness: freshness,
-                              idTokenUsername: idToken?.preferredUsername))
+        return .hit(LockedHit(token: token, idToken: tokens.idToken, idTokenUsername: tokens.preferredUsername,
+                              hid: plan.hid, authority: plan.authority.url, username: username, accountText: text,
+                              freshness: freshness))
+    }
+
+    /// What a hit takes out of the lock: the answer is put together after it (`CachedHit(_:)`), so that splitting the
+    /// token's target and filling the outcome keep no other hit waiting.
+    fileprivate struct LockedHit {
+        var token: CachedAccessToken
+        var idToken: String?
+        var idTokenUsername: String?
+        var hid: String
+        var authority: String
+        var username: String
+        var accountText: [UInt8]?
+        var freshness: HitFreshness
     }
 
     /// Whether a hit's answer is still the answer, and if so, the hit is noted as a use (at most once a second, the
