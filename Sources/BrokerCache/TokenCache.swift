@@ -69,7 +69,15 @@ public struct TokenCache: Sendable {
     private var summaries: [String: MemoizedAccount] = [:]
 
     private struct MemoizedAccount {
-        var summary: AccountSummary
+        /// Boxed, and never changed once built: reading a memo out of the dictionary copies three references, not
+        /// the summary's dozen (a hit reads its account's memo).
+        final class Box: Sendable {
+            let summary: AccountSummary
+            init(_ summary: AccountSummary) { self.summary = summary }
+        }
+        let box: Box
+        var summary: AccountSummary { box.summary }
+        init(summary: AccountSummary) { box = Box(summary) }
         /// The summary as a front end writes it (`memoizedAccount(homeAccountId:text:)`), while `stateVersion`
         /// is `textStateVersion`: who it is hidden from and whether it needs a sign-in come from the state.
         var text: [UInt8]?
@@ -230,9 +238,9 @@ public struct TokenCache: Sendable {
     public mutating func memoizedAccountText(homeAccountId hid: String, text encode: ((AccountSummary) -> [UInt8]?)?)
         -> (username: String, text: [UInt8]?)? {
         if let index = summaries.index(forKey: hid.lowercasedIfNeeded) {
-            if encode == nil { return (summaries.values[index].summary.username, nil) }
+            if encode == nil { return (summaries.values[index].box.summary.username, nil) }
             if summaries.values[index].textStateVersion == stateVersion, let text = summaries.values[index].text {
-                return (summaries.values[index].summary.username, text)
+                return (summaries.values[index].box.summary.username, text)
             }
         }
         return memoizedAccount(homeAccountId: hid, text: encode).map { ($0.summary.username, $0.text) }
