@@ -146,10 +146,11 @@ func answerLine(_ line: [UInt8], broker: Broker) -> [UInt8]? {
     let silent = SilentTokenRequest(clientId: p.clientId, authority: p.authority,
                                     scopes: Scopes.withResource(p.scopes, resource: p.resource),
                                     account: .homeAccountId(hid), forceRefresh: p.forceRefresh ?? false, claims: p.claims)
-    guard let hit = broker.cachedSilentToken(silent, accountText: { try? TokenResultText.accountJSON(SocketWire.account($0)) }),
+    guard let hit = broker.cachedSilentToken(silent, accountText: socketAccountText),
           let text = SocketWire.tokenResultText(hit)
     else { return nil }
-    return RPCEnvelope.success(id: id, resultJSON: text.json(correlationId: p.correlationId))
+    // The connection writes the answer's pieces with one gathering write; here they are joined once instead.
+    return text.answerLine(id: id, correlationId: p.correlationId)
 }
 
 func variedSilentHitBenchmarks() {
