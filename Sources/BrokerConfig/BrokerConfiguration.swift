@@ -70,8 +70,9 @@ public struct BrokerConfiguration: Sendable, Equatable {
     /// How D-Bus callers sign in: `auto` (the browser when brokerd can start one, else a device code), `browser` or
     /// `device-code`.
     public var dbusSignIn = "auto"
-    /// Seconds between the background refresh's checks of the wall clock.
-    public var refreshCheckIntervalSeconds = 60
+    /// Milliseconds between the background refresh's checks of the wall clock. Set in seconds; a fraction of one is
+    /// for tests, which then see a check come and go in a fraction of a second.
+    public var refreshCheckIntervalMilliseconds = 60_000
     /// Renew a recently used access token this many seconds before it expires.
     public var renewAheadSeconds = 600
     /// Redeem a refresh token that was not used for this many days (Entra drops them after 90 idle days).
@@ -261,7 +262,7 @@ public struct BrokerConfiguration: Sendable, Equatable {
         case "open_browser":
             openBrowser = OpenBrowser(rawValue: try entry.string(
                 oneOf: OpenBrowser.allCases.map(\.rawValue), else: "'open_browser' must be \"auto\", \"always\" or \"never\"")) ?? .auto
-        case "interactive_timeout": interactiveTimeoutSeconds = try entry.int(10...3600)
+        case "interactive_timeout": interactiveTimeoutSeconds = try entry.int(3...3600)
         case "request_timeout": requestTimeoutSeconds = try entry.int(1...300)
         case "connect_timeout": connectTimeoutSeconds = try entry.int(1...60)
         case "microsoft_base_url": microsoftBaseURL = try entry.string()
@@ -273,7 +274,7 @@ public struct BrokerConfiguration: Sendable, Equatable {
         case "dbus_sign_in":
             dbusSignIn = try entry.string(oneOf: ["auto", "browser", "device-code"],
                                           else: "'dbus_sign_in' must be \"auto\", \"browser\" or \"device-code\"")
-        case "refresh_check_interval": refreshCheckIntervalSeconds = try entry.int(1...3600)
+        case "refresh_check_interval": refreshCheckIntervalMilliseconds = try entry.milliseconds(0.1...3600)
         case "renew_ahead": renewAheadSeconds = try entry.int(0...86_400)
         case "keepalive_days": keepAliveDays = try entry.int(1...89)
         case "refresh_backoff": refreshBackoffSeconds = try entry.int(1...3600)
@@ -302,6 +303,21 @@ private extension TOMLTable.Entry {
             throw TOMLError(line: line, message: "'\(key)' must be an integer in \(range.lowerBound)...\(range.upperBound)")
         }
         return n
+    }
+
+    /// Seconds, an integer or a float, as whole milliseconds.
+    func milliseconds(_ range: ClosedRange<Double>) throws(TOMLError) -> Int {
+        let seconds: Double
+        switch value {
+        case .integer(let n): seconds = Double(n)
+        case .float(let x): seconds = x
+        default: seconds = .nan
+        }
+        guard range.contains(seconds) else {
+            func text(_ x: Double) -> String { x == x.rounded() ? "\(Int(x))" : "\(x)" }
+            throw TOMLError(line: line, message: "'\(key)' must be a number of seconds in \(text(range.lowerBound))...\(text(range.upperBound))")
+        }
+        return Int((seconds * 1000).rounded())
     }
 
     func bool() throws(TOMLError) -> Bool {

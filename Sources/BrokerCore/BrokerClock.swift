@@ -14,8 +14,12 @@ public protocol BrokerClock: Sendable {
     /// that a step of the wall clock (an NTP correction, a clock set by hand) neither stretches a wait for as long as
     /// the step nor cuts it short.
     func elapsed() -> Int64
-    /// Waits `seconds` on the elapsed clock; throws when the task is cancelled.
-    func sleep(seconds: Int64) async throws
+    /// Waits `duration` on the elapsed clock; throws when the task is cancelled.
+    func sleep(for duration: Duration) async throws
+}
+
+extension BrokerClock {
+    public func sleep(seconds: Int64) async throws { try await sleep(for: .seconds(seconds)) }
 }
 
 /// The machine's clocks.
@@ -30,7 +34,7 @@ public struct SystemClock: BrokerClock {
         return Int64(spec.tv_sec)
     }
 
-    public func sleep(seconds: Int64) async throws { try await Task.sleep(for: .seconds(seconds)) }
+    public func sleep(for duration: Duration) async throws { try await Task.sleep(for: duration) }
 }
 
 /// A clock that moves only when told (`advance`): both clocks move together, as they do while the machine runs,
@@ -59,7 +63,10 @@ public final class ManualClock: BrokerClock, @unchecked Sendable {
     /// How many tasks are waiting in `sleep`: a test advances the clock once the code it drives is waiting.
     public var sleepers: Int { state.withLock { $0.sleepers.count } }
 
-    public func sleep(seconds: Int64) async throws {
+    /// A wait of a fraction of a second ends at the next whole second: this clock counts whole seconds.
+    public func sleep(for duration: Duration) async throws {
+        let (whole, fraction) = duration.components
+        let seconds = whole + (fraction > 0 ? 1 : 0)
         let id = state.withLock { state -> Int in
             defer { state.nextId += 1 }
             return state.nextId

@@ -55,6 +55,10 @@ public final class HTTPTransport: Sendable {
         configuration.redirectConfiguration = .disallow
         configuration.timeout = .init(connect: .seconds(settings.connectTimeoutSeconds), read: .seconds(settings.timeoutSeconds))
         configuration.httpVersion = .http1Only
+        // A refused or unroutable connection is an answer: fail at once, as MSAL's clients do, and let HostBackoff
+        // decide when to try again. The pool's default retries it with backoff until `connect`, so an IdP that is
+        // down cost every call the whole connect timeout. A connection that gets no answer still waits for it.
+        configuration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }
 

@@ -160,7 +160,7 @@ struct BackgroundRefreshService: Service {
         }
         let broker = daemon.broker
         let settings = BackgroundRefreshSettings(
-            checkIntervalSeconds: Int64(configuration.refreshCheckIntervalSeconds),
+            checkInterval: .milliseconds(configuration.refreshCheckIntervalMilliseconds),
             renewAheadSeconds: Int64(configuration.renewAheadSeconds),
             keepAliveSeconds: Int64(configuration.keepAliveDays) * 86_400,
             firstBackoffSeconds: Int64(configuration.refreshBackoffSeconds))

@@ -268,13 +268,28 @@ final class ConfigTests: XCTestCase {
         }
     }
 
+    func testInteractiveTimeout() throws {
+        XCTAssertEqual(try BrokerConfiguration.parse("").interactiveTimeoutSeconds, 600)
+        XCTAssertEqual(try BrokerConfiguration.parse("interactive_timeout = 3").interactiveTimeoutSeconds, 3)
+        for refused in ["2", "3601", "3.5"] {
+            XCTAssertEqual(error("interactive_timeout = \(refused)")?.message, "'interactive_timeout' must be an integer in 3...3600", refused)
+        }
+    }
+
     func testBackgroundRefreshSettings() throws {
         let config = try BrokerConfiguration.parse("refresh_check_interval = 5\nrenew_ahead = 0\nrefresh_backoff = 2\n")
-        XCTAssertEqual(config.refreshCheckIntervalSeconds, 5)
+        XCTAssertEqual(config.refreshCheckIntervalMilliseconds, 5000)
         XCTAssertEqual(config.renewAheadSeconds, 0)
         XCTAssertEqual(config.refreshBackoffSeconds, 2)
         XCTAssertEqual(BrokerConfiguration().refreshBackoffSeconds, 60)
         XCTAssertEqual(error("refresh_backoff = 0")?.message, "'refresh_backoff' must be an integer in 1...3600")
+        XCTAssertEqual(BrokerConfiguration().refreshCheckIntervalMilliseconds, 60_000)
+        XCTAssertEqual(try BrokerConfiguration.parse("refresh_check_interval = 0.25").refreshCheckIntervalMilliseconds, 250)
+        XCTAssertEqual(try BrokerConfiguration.parse("refresh_check_interval = 3600").refreshCheckIntervalMilliseconds, 3_600_000)
+        for refused in ["0.05", "0", "-1", "3600.5", "inf", "nan", "\"60\"", "true"] {
+            XCTAssertEqual(error("refresh_check_interval = \(refused)")?.message,
+                           "'refresh_check_interval' must be a number of seconds in 0.1...3600", refused)
+        }
     }
 
     func testHooksTable() throws {

@@ -59,7 +59,7 @@ final class ManualClockTests: XCTestCase {
         logger.logLevel = .debug
         let broker = try await makeBroker(clock: clock, logger: logger)
         func checks() -> Int { lines.withLock { $0.filter { $0.hasPrefix("background refresh check done") }.count } }
-        let loop = Task { await broker.runBackgroundRefresh(BackgroundRefreshSettings(checkIntervalSeconds: 60)) }
+        let loop = Task { await broker.runBackgroundRefresh(BackgroundRefreshSettings(checkInterval: .seconds(60))) }
         defer { loop.cancel() }
 
         try await until("the first check, then its wait") { checks() == 1 && clock.sleepers == 1 }
@@ -71,6 +71,21 @@ final class ManualClockTests: XCTestCase {
         try await until("the second check") { checks() == 2 && clock.sleepers == 1 }
         loop.cancel()
         try await until("the loop's wait cancelled") { clock.sleepers == 0 }
+    }
+
+    /// A wait of a fraction of a second (a test's `refresh_check_interval = 0.2`) ends at the clock's next second.
+    func testAFractionOfASecondEndsAtTheNextSecond() async throws {
+        let clock = ManualClock(now: 1_800_000_000)
+        let ended = Locked(false)
+        let wait = Task {
+            try await clock.sleep(for: .milliseconds(250))
+            ended.withLock { $0 = true }
+        }
+        try await until("the wait") { clock.sleepers == 1 }
+        XCTAssertFalse(ended.withLock { $0 })
+        clock.advance(by: 1)
+        try await wait.value
+        XCTAssertTrue(ended.withLock { $0 })
     }
 
     /// Waits for a state the code under test reaches by itself (it runs on other tasks); fails after 10 s.

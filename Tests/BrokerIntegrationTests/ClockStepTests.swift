@@ -31,11 +31,11 @@ final class ClockStepTests: XCTestCase {
     private static let minute = 60, hour = 3600, day = 86_400
 
 
-    /// An IdP issuing one-hour access tokens and a brokerd checking every second, both on the stepped clock, with
+    /// An IdP issuing one-hour access tokens and a brokerd checking five times a second, both on the stepped clock, with
     /// alice signed in to the "mail" profile.
     private func signedIn(_ config: String = "") throws -> (TestIdP, Daemon, TokenResult) {
         let idp = try TestIdP(environment: stepped.merging(["ACCESS_TOKEN_EXPIRE_SECONDS": "3600"]) { $1 })
-        let daemon = try Daemon(config: "refresh_check_interval = 1\n\(config)\n\(idp.brokerConfig())")
+        let daemon = try Daemon(config: "refresh_check_interval = 0.2\n\(config)\n\(idp.brokerConfig())")
         daemon.environment = idp.browserEnvironment().merging(stepped) { $1 }
         try daemon.start()
         let login = try daemon.ctl(["login", "mail", "--config", daemon.configPath, "--json"])

@@ -100,7 +100,7 @@ final class HooksTests: XCTestCase {
         // The shell starts a child (same process group), records its pid and waits for it: both must go at the timeout.
         let hooks = """
             [hooks]
-            timeout = 5
+            timeout = 2
             token_refreshed = 'sleep 600 & echo $! > "$HOOK_OUT/sleep-$$.tmp"; mv "$HOOK_OUT/sleep-$$.tmp" "$HOOK_OUT/sleep-$$.pid"; echo hanging; wait'
             """
         let (daemon, out) = try startBroker(idp, hooks: hooks)
@@ -116,7 +116,7 @@ final class HooksTests: XCTestCase {
         XCTAssertEqual(refreshedAgain.source, "refresh")
         XCTAssertEqual(try daemon.ctl(["status"]).status, 0)
 
-        let killed = "hook token_refreshed still ran after its timeout of 5 s: its process group was killed"
+        let killed = "hook token_refreshed still ran after its timeout of 2 s: its process group was killed"
         waitFor("both hooks killed at their timeout", timeout: 60) { daemon.log.components(separatedBy: killed).count == 3 }
         let sleepers = try Self.files(in: out, ending: ".pid").map {
             try XCTUnwrap(Int32(try String(contentsOfFile: $0, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)))
@@ -158,7 +158,7 @@ final class HooksTests: XCTestCase {
     func testFailedBackgroundRefreshRunsTheRefreshFailedHook() throws {
         // 400 s tokens: due for renewal at once (renew_ahead 600 s), and every renewal fails for a while.
         let idp = try TestIdP(environment: ["ACCESS_TOKEN_EXPIRE_SECONDS": "400"])
-        let (daemon, out) = try startBroker(idp, extra: "refresh_check_interval = 1",
+        let (daemon, out) = try startBroker(idp, extra: "refresh_check_interval = 0.2",
                                             hooks: "[hooks]\nrefresh_failed = '\(Self.recordingHook)'\n")
         try idp.control("/test/fail-next?status=503&count=6&grant_type=refresh_token")
         let login = try daemon.ctl(["login", "mail", "--config", daemon.configPath, "--json"])

@@ -226,13 +226,13 @@ final class MSALPythonReachTests: XCTestCase {
     /// What the real client's own cancel does: pymsalruntime's cancel_async_operation() sends cancelInteractiveFlow
     /// only once its acquireTokenInteractively call has returned (libmsalruntime makes one blocking D-Bus call at a
     /// time), so it cannot end brokerd's sign-in early: brokerd's time limit ends it (interactive_timeout, here the
-    /// minimum, 10 s). Should pymsalruntime ever send the cancel while the call runs, this test says so.
+    /// minimum, 3 s). Should pymsalruntime ever send the cancel while the call runs, this test says so.
     func testPymsalruntimeSendsItsCancelOnlyAfterTheSignInReturns() throws {
         let entra = try TestEntra()
         let bus = try PrivateSessionBus()
         let (browser, opened) = try idleBrowser(in: entra.directory)
         let daemon = try Daemon(config: entra.brokerConfig.replacingOccurrences(of: "interactive_timeout = 60",
-                                                                                with: "interactive_timeout = 10"))
+                                                                                with: "interactive_timeout = 3"))
         daemon.environment = ["BROWSER": browser, "DBUS_SESSION_BUS_ADDRESS": bus.address]
         try daemon.start()
         try bus.waitForBroker()
@@ -244,7 +244,7 @@ final class MSALPythonReachTests: XCTestCase {
         XCTAssertEqual(report["opened"] as? Bool, true, "\(report) \(daemon.log)")
         XCTAssertEqual(report["answered"] as? Bool, true, "\(report)")
         XCTAssertEqual(report["status"] as? String, "Response_Status.Status_UserCanceled", "\(report)")
-        XCTAssertTrue((report["context"] as? String)?.contains("no sign-in within 10 s") == true,
+        XCTAssertTrue((report["context"] as? String)?.contains("no sign-in within 3 s") == true,
                       "brokerd's time limit ended the sign-in, not the cancel: \(report)")
         // Each call is logged when it is answered; a cancel is answered at once.
         let calls = daemon.log.split(separator: "\n").filter { $0.contains("D-Bus request") }

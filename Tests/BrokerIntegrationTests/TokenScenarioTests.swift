@@ -90,8 +90,10 @@ final class TokenScenarioTests: XCTestCase {
 
     func testIdPDownServesTheCachedTokenThenARetryableError() async throws {
         let idp = try TestIdP()
-        let daemon = try startBroker(idp)
-        let connection = BrokerConnection(socketPath: daemon.socket)
+        // A refused connection fails at once: were it retried until connect_timeout, the forced refresh would
+        // outlast the client's 30 s wait.
+        let daemon = try startBroker(idp, extra: "connect_timeout = 60")
+        let connection = BrokerConnection(socketPath: daemon.socket, timeoutSeconds: 30)
         XCTAssertEqual(try daemon.ctl(["login", "mail", "--config", daemon.configPath]).status, 0, daemon.log)
         idp.stop()
 

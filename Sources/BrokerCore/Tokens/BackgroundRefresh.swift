@@ -7,9 +7,9 @@ import Glibc
 
 /// When the background refresh acts.
 public struct BackgroundRefreshSettings: Sendable, Equatable {
-    /// Seconds between checks. Each check reads the wall clock, so a machine that slept past an expiry catches up
+    /// The wait between checks. Each check reads the wall clock, so a machine that slept past an expiry catches up
     /// at the first check after it wakes.
-    public var checkIntervalSeconds: Int64
+    public var checkInterval: Duration
     /// Renew an access token this long before it expires (or at its refresh_on), if it was used recently.
     public var renewAheadSeconds: Int64
     /// "Used recently": asked for within this window.
@@ -20,9 +20,9 @@ public struct BackgroundRefreshSettings: Sendable, Equatable {
     /// The wait after a first failed refresh of a token; it doubles with each failure, up to an hour, ±50 % jitter.
     public var firstBackoffSeconds: Int64
 
-    public init(checkIntervalSeconds: Int64 = 60, renewAheadSeconds: Int64 = 600, recentWindowSeconds: Int64 = 8 * 3600,
+    public init(checkInterval: Duration = .seconds(60), renewAheadSeconds: Int64 = 600, recentWindowSeconds: Int64 = 8 * 3600,
                 keepAliveSeconds: Int64 = 7 * 86400, firstBackoffSeconds: Int64 = 60) {
-        self.checkIntervalSeconds = checkIntervalSeconds
+        self.checkInterval = checkInterval
         self.renewAheadSeconds = renewAheadSeconds
         self.recentWindowSeconds = recentWindowSeconds
         self.keepAliveSeconds = keepAliveSeconds
@@ -31,7 +31,7 @@ public struct BackgroundRefreshSettings: Sendable, Equatable {
 }
 
 extension Broker {
-    /// Runs `refreshDueTokens` every `checkIntervalSeconds` until the task is cancelled. The wait is on a clock that
+    /// Runs `refreshDueTokens` every `checkInterval` until the task is cancelled. The wait is on a clock that
     /// counts a suspend, so the first check after the machine wakes comes at once, and each check compares the
     /// tokens with the wall clock of that moment: a step of the wall clock, either way, takes effect at the next check.
     public func runBackgroundRefresh(_ settings: BackgroundRefreshSettings) async {
@@ -48,7 +48,7 @@ extension Broker {
                 refreshAgain = false
                 continue
             }
-            let wait = Task { [clock] in _ = try? await clock.sleep(seconds: settings.checkIntervalSeconds) }
+            let wait = Task { [clock] in _ = try? await clock.sleep(for: settings.checkInterval) }
             refreshWait = wait
             await withTaskCancellationHandler { await wait.value } onCancel: { wait.cancel() }
             refreshWait = nil

@@ -29,6 +29,9 @@ def _env_bool(name, default):
 # POST /test/config changes them at run time (see views.test_config).
 CONFIG = {
     "access_token_expire_seconds": _env_int("ACCESS_TOKEN_EXPIRE_SECONDS", 3600),
+    # When > 0, the first access token issued lives this long instead (then 0): a sign-in's token that is soon due,
+    # and renewals that are not, with no window between them in which a renewal could get the short lifetime.
+    "first_access_token_expire_seconds": _env_int("FIRST_ACCESS_TOKEN_EXPIRE_SECONDS", 0),
     "id_token_expire_seconds": _env_int("ID_TOKEN_EXPIRE_SECONDS", 3600),
     # 0 = refresh tokens never expire by age. Otherwise DOT rejects a refresh token
     # this many seconds after the access token issued with it has expired.
@@ -48,8 +51,13 @@ FLAGS = {
 
 
 def access_token_expires_in(request=None):
-    """Passed to oauthlib as token_expires_in, so changes apply to the next token."""
-    return CONFIG["access_token_expire_seconds"]
+    """Passed to oauthlib as token_expires_in (called once per token), so changes apply to the next token."""
+    with _lock:
+        first = CONFIG["first_access_token_expire_seconds"]
+        if first > 0:
+            CONFIG["first_access_token_expire_seconds"] = 0
+            return first
+        return CONFIG["access_token_expire_seconds"]
 
 
 # ---------------------------------------------------------------- request log
