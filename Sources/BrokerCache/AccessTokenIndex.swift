@@ -1,3 +1,5 @@
+import BrokerJSON
+
 /// Strings the cache holds many times over (home account ids, client ids, realms, environments, scopes), each held
 /// once, lowercased, and named by a number. Never shrinks: it holds what the cache has held, which is bounded by the
 /// distinct values (a few per account), not by the tokens.
@@ -42,6 +44,9 @@ public struct CachedAccessToken: Sendable {
     public var expiresOn: Int64
     public var extendedExpiresOn: Int64
     public var refreshOn: Int64?
+    /// Whether the secret goes into JSON as it lies (no byte of it needs an escape): checked once, here, so that an
+    /// answer can send the cache's own string instead of scanning and copying it per hit.
+    public var secretNeedsNoEscape: Bool
     /// The target as stored: text (the usual form) or, as some SDKs write it, a list.
     private var targetText: String?
     private var targetList: [String]?
@@ -52,6 +57,7 @@ public struct CachedAccessToken: Sendable {
         expiresOn = entity.expiresOn ?? 0
         extendedExpiresOn = entity.extendedExpiresOn ?? entity.expiresOn ?? 0
         refreshOn = entity.refreshOn
+        secretNeedsNoEscape = JSONWriter.needsNoEscape(secret)
         targetText = entity.fields["target"]?.stringValue
         if targetText == nil, case .array? = entity.fields["target"] { targetList = entity.target }
     }
@@ -194,6 +200,8 @@ struct IdTokenIndex: Sendable {
         var key: String
         var environment: UInt32
         var secret: String?
+        /// As `CachedAccessToken.secretNeedsNoEscape`.
+        var secretNeedsNoEscape: Bool
         /// The `preferred_username` of its claims (TokenCache.idTokenClaims), which broker1's answer needs.
         var preferredUsername: String?
     }
@@ -204,7 +212,9 @@ struct IdTokenIndex: Sendable {
         guard let hid = entity.homeAccountId else { return }
         let bucket = AccessTokenIndex.Bucket(account: strings.intern(hid), client: strings.intern(entity.clientId ?? ""))
         buckets[bucket, default: []].append(Entry(key: key, environment: strings.intern(entity.environment ?? ""),
-                                                  secret: entity.secret, preferredUsername: preferredUsername))
+                                                  secret: entity.secret,
+                                                  secretNeedsNoEscape: entity.secret.map(JSONWriter.needsNoEscape) ?? true,
+                                                  preferredUsername: preferredUsername))
     }
 
     mutating func remove(_ key: String, _ entity: CacheEntity, strings: StringTable) {

@@ -104,10 +104,16 @@ extension TokenCache {
     /// hours", not the last second, and a hit must not make a write.
     public mutating func noteUse(_ use: TokenUse) {
         let key = use.key
-        let previous = storedState.uses.updateValue(use, forKey: key)?.lastUsed
-        if previous.map({ use.lastUsed - $0 >= Self.useResolution || use.lastUsed < $0 }) ?? true {
+        guard let index = storedState.uses.index(forKey: key) else {
+            storedState.uses[key] = use
             changedRows.insert(.use(key))
+            return
         }
+        // A use noted before (the same key: the same use, case and scope order aside) only moves its time, in place:
+        // replacing the value retained the new one's strings and released the old one's, on every cache hit.
+        let previous = storedState.uses.values[index].lastUsed
+        storedState.uses.values[index].lastUsed = use.lastUsed
+        if use.lastUsed - previous >= Self.useResolution || use.lastUsed < previous { changedRows.insert(.use(key)) }
     }
 
     public static let useResolution: Int64 = 600

@@ -67,8 +67,14 @@ extension JSONWriter {
         out.append(UInt8(ascii: "\""))
     }
 
+    /// Whether `string` goes into JSON as it lies, between quotes: no byte of it needs an escape.
+    package static func needsNoEscape(_ string: String) -> Bool {
+        var string = string
+        return string.withUTF8 { !containsByteToEscape($0) }
+    }
+
     /// Whether any byte is a control character, `"` or `\`: eight bytes at a time (a token is a few kilobytes).
-    static func containsByteToEscape(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+    package static func containsByteToEscape(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var index = 0
         let raw = UnsafeRawBufferPointer(bytes)
         while index + 8 <= bytes.count {

@@ -35,7 +35,8 @@ public enum SocketWire {
         return TokenResultText(accessToken: outcome.accessToken, tokenType: outcome.tokenType, expiresOn: outcome.expiresOn,
                                extendedExpiresOn: outcome.extendedExpiresOn, refreshOn: outcome.refreshOn,
                                grantedScopes: outcome.grantedScopes, idToken: outcome.idToken, accountJSON: accountJSON,
-                               authority: outcome.authority, source: outcome.source)
+                               authority: outcome.authority, source: outcome.source,
+                               tokensNeedNoEscape: hit.tokensNeedNoEscape)
     }
 
     public static func tokenResult(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) -> TokenResult {

@@ -25,15 +25,47 @@ enum TokenResultWriter {
     }
 
     static func membersAfterCorrelationId(_ result: TokenResult, into out: inout [UInt8]) {
+        _ = membersAfterCorrelationId(result, leavingOutIdToken: false, into: &out)
+    }
+
+    /// The same, with the access token's text left out, for the caller to put in as it lies (it needs no escape):
+    /// the offset in `out` where it goes, between its quotes.
+    static func membersBeforeCorrelationId(leavingOutAccessToken accountJSON: [UInt8], authority: String,
+                                           into out: inout [UInt8]) -> Int {
+        var first = true
+        key("accessToken", &first, &out)
+        out.append(UInt8(ascii: "\""))
+        let offset = out.count
+        out.append(UInt8(ascii: "\""))
+        key("account", &first, &out)
+        out.append(contentsOf: accountJSON)
+        string("authority", authority, &first, &out)
+        return offset
+    }
+
+    /// The members after `correlationId`; with `leavingOutIdToken`, without the id token's text (as for the access
+    /// token above): the offset where it goes, or nil when there is no id token.
+    static func membersAfterCorrelationId(_ result: TokenResult, leavingOutIdToken: Bool, into out: inout [UInt8]) -> Int? {
         var first = true
         number("expiresOn", result.expiresOn, &first, &out)
         number("extendedExpiresOn", result.extendedExpiresOn, &first, &out)
         key("grantedScopes", &first, &out)
         strings(result.grantedScopes, &out)
-        if let idToken = result.idToken { string("idToken", idToken, &first, &out) }
+        var offset: Int?
+        if let idToken = result.idToken {
+            if leavingOutIdToken {
+                key("idToken", &first, &out)
+                out.append(UInt8(ascii: "\""))
+                offset = out.count
+                out.append(UInt8(ascii: "\""))
+            } else {
+                string("idToken", idToken, &first, &out)
+            }
+        }
         if let refreshOn = result.refreshOn { number("refreshOn", refreshOn, &first, &out) }
         string("source", result.source, &first, &out)
         string("tokenType", result.tokenType, &first, &out)
+        return offset
     }
 
     static func account(_ account: Account, into out: inout [UInt8]) throws {

@@ -70,6 +70,7 @@ final class TokenResultTextTests: XCTestCase {
         func maybe<T>(_ value: T) -> T? { next() % 2 == 0 ? value : nil }
         let texts = ["", "plain", "quote \" back \\ slash / tab \t nl \n nul \u{0}", "ünïcødé ✓", "x\u{1F}y"]
         func text() -> String { texts[Int(next() % UInt64(texts.count))] + String(next() % 100) }
+        var keptApart = 0
         let claims: [JSONValue] = [
             .object(JSONObject(["z": .number("1.0e3"), "a": .string("b"), "m": .array([.bool(true), .null, .number("12")])])),
             try JSONReader.parse(#"{"tid":"t","nested":{"y":1,"x":[{"b":2,"a":1}]},"exp":1700000000}"#),
@@ -98,16 +99,39 @@ final class TokenResultTextTests: XCTestCase {
                                      account: account, authority: text(), correlationId: nil, source: "cache")
             let expected = String(decoding: try ProtocolCoding.encode(result), as: UTF8.self)
             XCTAssertEqual(String(decoding: try TokenResultText(result).json(correlationId: nil), as: UTF8.self), expected)
-            // With the account written on its own first, as a cache hit makes the text.
-            let pieces = TokenResultText(accessToken: result.accessToken, tokenType: result.tokenType, expiresOn: result.expiresOn,
-                                         extendedExpiresOn: result.extendedExpiresOn, refreshOn: result.refreshOn,
-                                         grantedScopes: result.grantedScopes, idToken: result.idToken,
-                                         accountJSON: try TokenResultText.accountJSON(result.account),
-                                         authority: result.authority, source: result.source)
-            XCTAssertEqual(String(decoding: pieces.json(correlationId: nil), as: UTF8.self), expected)
-            var withId = result
-            withId.correlationId = "c-\(next())"
-            XCTAssertEqual(pieces.json(correlationId: withId.correlationId), try ProtocolCoding.encode(withId))
+            // With the account written on its own first, as a cache hit makes the text; and with the tokens kept
+            // apart, as a hit whose tokens need no escape makes it.
+            let plain = JSONWriter.needsNoEscape(result.accessToken) && result.idToken.map(JSONWriter.needsNoEscape) ?? true
+            for apart in plain ? [false, true] : [false] {
+                let pieces = TokenResultText(accessToken: result.accessToken, tokenType: result.tokenType,
+                                             expiresOn: result.expiresOn, extendedExpiresOn: result.extendedExpiresOn,
+                                             refreshOn: result.refreshOn, grantedScopes: result.grantedScopes,
+                                             idToken: result.idToken, accountJSON: try TokenResultText.accountJSON(result.account),
+                                             authority: result.authority, source: result.source, tokensNeedNoEscape: apart)
+                XCTAssertEqual(String(decoding: pieces.json(correlationId: nil), as: UTF8.self), expected, "apart: \(apart)")
+                var withId = result
+                withId.correlationId = "c-\(next())"
+                XCTAssertEqual(pieces.json(correlationId: withId.correlationId), try ProtocolCoding.encode(withId))
+                let line = RPCEnvelope.success(id: "7", resultJSON: try ProtocolCoding.encode(withId))
+                XCTAssertEqual(pieces.answerLine(id: "7", correlationId: withId.correlationId), line)
+                if apart { keptApart += 1 }
+            }
+        }
+        XCTAssertGreaterThan(keptApart, 50, "the kept-apart form was tried too")
+    }
+
+    /// Which bytes need an escape: JSON's (control characters, quote, backslash), anywhere in a long string.
+    func testATokenNeedsNoEscapeUnlessAByteOfItDoes() {
+        let token = String(repeating: "eyJhbGciOi.-_", count: 100)
+        XCTAssertTrue(JSONWriter.needsNoEscape(token))
+        XCTAssertTrue(JSONWriter.needsNoEscape(""))
+        XCTAssertTrue(JSONWriter.needsNoEscape("ünïcødé ✓"))
+        for byte in ["\"", "\\", "\n", "\u{0}", "\u{1F}"] {
+            for position in [0, 5, 700, token.utf8.count] {
+                var bad = token
+                bad.insert(contentsOf: byte, at: bad.index(bad.startIndex, offsetBy: position))
+                XCTAssertFalse(JSONWriter.needsNoEscape(bad), "\(byte.debugDescription) at \(position)")
+            }
         }
     }
 }

@@ -27,6 +27,8 @@ public struct CachedHit: Sendable {
     public var freshness: HitFreshness
     /// The `preferred_username` claim of `outcome.idToken`, decoded when the id token was stored.
     public var idTokenUsername: String?
+    /// Neither token has a byte that JSON escapes (checked when they were stored): an answer may send them as they are.
+    public var tokensNeedNoEscape: Bool
 }
 
 extension CachedHit {
@@ -37,7 +39,7 @@ extension CachedHit {
                                         grantedScopes: token.target, idToken: hit.idToken, homeAccountId: hit.hid,
                                         authority: hit.authority, source: "cache"),
                   username: hit.username, accountText: hit.accountText, freshness: hit.freshness,
-                  idTokenUsername: hit.idTokenUsername)
+                  idTokenUsername: hit.idTokenUsername, tokensNeedNoEscape: hit.tokensNeedNoEscape)
     }
 }
 
@@ -150,8 +152,8 @@ extension Broker {
                                      until: min(token.expiresOn - expiryBufferSeconds, token.refreshOn ?? .max),
                                      use: use)
         return .hit(LockedHit(token: token, idToken: tokens.idToken, idTokenUsername: tokens.preferredUsername,
-                              hid: plan.hid, authority: plan.authority.url, username: username, accountText: text,
-                              freshness: freshness))
+                              tokensNeedNoEscape: tokens.tokensNeedNoEscape, hid: plan.hid,
+                              authority: plan.authority.url, username: username, accountText: text, freshness: freshness))
     }
 
     /// What a hit takes out of the lock: the answer is put together after it (`CachedHit(_:)`), so that splitting the
@@ -160,6 +162,7 @@ extension Broker {
         var token: CachedAccessToken
         var idToken: String?
         var idTokenUsername: String?
+        var tokensNeedNoEscape: Bool
         var hid: String
         var authority: String
         var username: String
