@@ -22,18 +22,73 @@ struct StringTable: Sendable {
     subscript(number: UInt32) -> String { strings[Int(number)] }
 }
 
-/// An access token as the silent lookup reads it: every field it compares, parsed and lowercased once, when the entry
-/// is stored, so that a lookup compares numbers instead of reading JSON fields and splitting targets.
+/// An access token of the index, as filed in the document. What a lookup compares and what a token answer carries are
+/// kept apart, in its bucket's `candidates` and `answers`.
 struct IndexedAccessToken: Sendable {
     var key: String
     var entity: CacheEntity
+}
+
+/// What a lookup compares of one access token, parsed and lowercased once when the entry is stored. The candidates of
+/// a bucket lie side by side, their scopes in one array of the bucket: a lookup reads two small arrays, and of the
+/// tokens only the winner (each token's own scope array was a cold read per candidate).
+struct AccessTokenCandidate: Sendable {
     var environment: UInt32
     var realm: UInt32
-    /// The target's scopes, lowercased, sorted by number and each once.
-    var scopes: [UInt32]
-    var expiresOn: Int64?
-    /// What a token answer carries, read from the entry once: a hit reads no JSON field.
-    var answer: CachedAccessToken
+    /// `Int64.min` for an entry without one: never live.
+    var expiresOn: Int64
+    /// Where its scopes are in the bucket's `scopeNumbers`: sorted by number, each once.
+    var scopesStart: UInt32
+    var scopesCount: UInt32
+
+    var scopes: Range<Int> { Int(scopesStart)..<Int(scopesStart + scopesCount) }
+}
+
+/// The access tokens of one account and one client: `candidates[i]` and `answers[i]` are those of `tokens[i]`.
+struct AccessTokenBucket: Sendable {
+    private(set) var candidates: [AccessTokenCandidate] = []
+    private(set) var scopeNumbers: [UInt32] = []
+    /// What a token answer carries, read from the entry once: a hit reads no JSON field, and copies out only this.
+    private(set) var answers: [CachedAccessToken] = []
+    private(set) var tokens: [IndexedAccessToken] = []
+
+    var isEmpty: Bool { tokens.isEmpty }
+
+    init() {}
+
+    init(capacity: Int) {
+        candidates.reserveCapacity(capacity)
+        answers.reserveCapacity(capacity)
+        tokens.reserveCapacity(capacity)
+    }
+
+    mutating func append(_ token: IndexedAccessToken, answer: CachedAccessToken, environment: UInt32, realm: UInt32,
+                         expiresOn: Int64?, scopes: [UInt32]) {
+        candidates.append(AccessTokenCandidate(environment: environment, realm: realm, expiresOn: expiresOn ?? .min,
+                                               scopesStart: UInt32(scopeNumbers.count), scopesCount: UInt32(scopes.count)))
+        scopeNumbers.append(contentsOf: scopes)
+        answers.append(answer)
+        tokens.append(token)
+    }
+
+    /// Removes the tokens under `key`; the scope array is rewritten without theirs (a bucket holds a handful).
+    mutating func remove(key: String) {
+        guard tokens.contains(where: { $0.key == key }) else { return }
+        let old = self
+        self = AccessTokenBucket(capacity: old.tokens.count)
+        for index in old.tokens.indices where old.tokens[index].key != key {
+            var candidate = old.candidates[index]
+            candidate.scopesStart = UInt32(scopeNumbers.count)
+            scopeNumbers.append(contentsOf: old.scopes(of: index))
+            candidates.append(candidate)
+            answers.append(old.answers[index])
+            tokens.append(old.tokens[index])
+        }
+    }
+
+    func scopes(of index: Int) -> ArraySlice<UInt32> {
+        scopeNumbers[candidates[index].scopes]
+    }
 }
 
 /// An access token as a cache hit hands it out: the fields of a token answer, parsed when the entry was stored (the
@@ -79,29 +134,53 @@ struct AccessTokenIndex: Sendable {
 
     /// Shared with the id-token index (`IdTokenIndex`), which names its fields by the same numbers.
     var strings = StringTable()
-    private var buckets: [Bucket: [IndexedAccessToken]] = [:]
+    private var buckets: [Bucket: AccessTokenBucket] = [:]
 
-    mutating func reserve(accounts: Int) { buckets.reserveCapacity(accounts) }
+    /// Sizes a bucket for each account and client of `entities` before a load files them all: grown one token at a
+    /// time, a bucket of 10 tokens had room for 16 (8 MiB of a loaded cache of 100,000 tokens).
+    mutating func reserve<Entities: Collection<CacheEntity>>(for entities: Entities) {
+        var counts: [Bucket: Int] = [:]
+        for entity in entities {
+            guard let hid = entity.homeAccountId else { continue }
+            counts[Bucket(account: strings.intern(hid), client: strings.intern(entity.clientId ?? "")), default: 0] += 1
+        }
+        buckets.reserveCapacity(buckets.count + counts.count)
+        for (bucket, count) in counts where buckets[bucket] == nil { buckets[bucket] = AccessTokenBucket(capacity: count) }
+    }
 
     mutating func insert(_ key: String, _ entity: CacheEntity) {
         guard let hid = entity.homeAccountId else { return }
         let bucket = Bucket(account: strings.intern(hid), client: strings.intern(entity.clientId ?? ""))
-        var scopes = entity.target.map { strings.intern($0) }
-        scopes.sort()
+        let scopes = Self.sortedOnce(entity.target.map { strings.intern($0) })
+        buckets[bucket, default: AccessTokenBucket()].append(
+            IndexedAccessToken(key: key, entity: entity), answer: CachedAccessToken(entity),
+            environment: strings.intern(entity.environment ?? ""), realm: strings.intern(entity.realm ?? ""),
+            expiresOn: entity.expiresOn, scopes: scopes)
+    }
+
+    /// The scopes of a target as numbers, sorted and each once; nil when one is a scope no token of the cache holds.
+    private func knownScopeNumbers(_ target: [String]) -> [UInt32]? {
+        var numbers: [UInt32] = []
+        numbers.reserveCapacity(target.count)
+        for scope in target {
+            guard let number = strings.number(of: scope) else { return nil }
+            numbers.append(number)
+        }
+        return Self.sortedOnce(numbers)
+    }
+
+    fileprivate static func sortedOnce(_ numbers: [UInt32]) -> [UInt32] {
         var unique: [UInt32] = []
-        unique.reserveCapacity(scopes.count)
-        for scope in scopes where unique.last != scope { unique.append(scope) }
-        let token = IndexedAccessToken(key: key, entity: entity, environment: strings.intern(entity.environment ?? ""),
-                                       realm: strings.intern(entity.realm ?? ""), scopes: unique,
-                                       expiresOn: entity.expiresOn, answer: CachedAccessToken(entity))
-        buckets[bucket, default: []].append(token)
+        unique.reserveCapacity(numbers.count)
+        for number in numbers.sorted() where unique.last != number { unique.append(number) }
+        return unique
     }
 
     mutating func remove(_ key: String, _ entity: CacheEntity) {
         guard let hid = entity.homeAccountId, let account = strings.number(of: hid),
               let client = strings.number(of: entity.clientId ?? "") else { return }
         let bucket = Bucket(account: account, client: client)
-        buckets[bucket]?.removeAll { $0.key == key }
+        buckets[bucket]?.remove(key: key)
         if buckets[bucket]?.isEmpty == true { buckets[bucket] = nil }
     }
 
@@ -110,8 +189,10 @@ struct AccessTokenIndex: Sendable {
     /// `now`, in `tenant` (any realm for "" and the tenant aliases).
     func bestToken(homeAccountId: String, clientId: String, environment: String, tenant: String, scopes: [String],
                    now: Int64, aliases: EnvironmentAliases) -> IndexedAccessToken? {
-        guard let bucket = bucket(homeAccountId: homeAccountId, clientId: clientId) else { return nil }
-        return bestToken(in: bucket, environment: environment, tenant: tenant, scopes: scopes, now: now, aliases: aliases)
+        guard let bucket = bucket(homeAccountId: homeAccountId, clientId: clientId),
+              let (slot, index) = best(in: bucket, environment: environment, tenant: tenant, scopes: scopes, now: now,
+                                       aliases: aliases) else { return nil }
+        return buckets.values[slot].tokens[index]
     }
 
     /// The bucket of an account and client, by their numbers (nil when the cache never held either).
@@ -120,22 +201,24 @@ struct AccessTokenIndex: Sendable {
         return Bucket(account: account, client: client)
     }
 
-    func bestToken(in bucket: Bucket, environment: String, tenant: String, scopes: [String], now: Int64,
-                   aliases: EnvironmentAliases) -> IndexedAccessToken? {
-        best(in: bucket, environment: environment, tenant: tenant, scopes: scopes, now: now, aliases: aliases)
-            .map { $0.tokens[$0.index] }
+    /// The bucket of an account already resolved and a client (nil when the cache never held the client).
+    func bucket(account: UInt32, clientId: String) -> Bucket? {
+        strings.number(of: clientId).map { Bucket(account: account, client: $0) }
     }
 
     /// Only the winning token's answer fields: the rest of its entry is not copied out (a hit's only use of it).
     func bestAnswer(in bucket: Bucket, environment: String, tenant: String, scopes: [String], now: Int64,
                     aliases: EnvironmentAliases) -> CachedAccessToken? {
-        best(in: bucket, environment: environment, tenant: tenant, scopes: scopes, now: now, aliases: aliases)
-            .map { $0.tokens[$0.index].answer }
+        guard let (slot, index) = best(in: bucket, environment: environment, tenant: tenant, scopes: scopes, now: now,
+                                       aliases: aliases) else { return nil }
+        return buckets.values[slot].answers[index]
     }
 
+    /// The winner's bucket and place in it. Reads the bucket's candidates and scope numbers in place: no token is
+    /// copied, and nothing is retained.
     private func best(in bucket: Bucket, environment: String, tenant: String, scopes: [String], now: Int64,
-                      aliases: EnvironmentAliases) -> (tokens: [IndexedAccessToken], index: Int)? {
-        guard let tokens = buckets[bucket] else { return nil }
+                      aliases: EnvironmentAliases) -> (Dictionary<Bucket, AccessTokenBucket>.Index, Int)? {
+        guard let slot = buckets.index(forKey: bucket) else { return nil }
         // A scope no token of the cache holds is in no token of this bucket.
         var wanted: [UInt32] = []
         wanted.reserveCapacity(scopes.count)
@@ -148,22 +231,28 @@ struct AccessTokenIndex: Sendable {
         if !anyRealm && realm == nil { return nil }
         let environmentNumber = strings.number(of: environment)
         var canonicalEnvironment: String?  // computed only when a token's environment differs from the request's
-        // By index, not by value: a copy of each candidate would retain and release its strings.
-        var best: Int?, bestExpiresOn = Int64.min
-        for index in tokens.indices {
-            guard let expiresOn = tokens[index].expiresOn, expiresOn > now + expiryBufferSeconds,
-                  bestExpiresOn < expiresOn,
-                  anyRealm || tokens[index].realm == realm,
-                  wanted.allSatisfy({ tokens[index].scopes.containsSorted($0) }) else { continue }
-            if tokens[index].environment != environmentNumber {
-                let canonical = canonicalEnvironment ?? aliases.canonical(environment)
-                canonicalEnvironment = canonical
-                guard aliases.canonical(strings[tokens[index].environment]) == canonical else { continue }
+        let live = now + expiryBufferSeconds  // no arithmetic on cached values (an imported cache can hold any number)
+        let winner = buckets.values[slot].candidates.withUnsafeBufferPointer { candidates in
+            buckets.values[slot].scopeNumbers.withUnsafeBufferPointer { scopeNumbers -> Int? in
+                var best: Int?, bestExpiresOn = Int64.min
+                for index in candidates.indices {
+                    let candidate = candidates[index]
+                    guard candidate.expiresOn > live, bestExpiresOn < candidate.expiresOn,
+                          anyRealm || candidate.realm == realm else { continue }
+                    let held = UnsafeBufferPointer(rebasing: scopeNumbers[candidate.scopes])
+                    guard wanted.allSatisfy({ held.containsSorted($0) }) else { continue }
+                    if candidate.environment != environmentNumber {
+                        let canonical = canonicalEnvironment ?? aliases.canonical(environment)
+                        canonicalEnvironment = canonical
+                        guard aliases.canonical(strings[candidate.environment]) == canonical else { continue }
+                    }
+                    best = index
+                    bestExpiresOn = candidate.expiresOn
+                }
+                return best
             }
-            best = index
-            bestExpiresOn = expiresOn
         }
-        return best.map { (tokens, $0) }
+        return winner.map { (slot, $0) }
     }
 }
 
@@ -174,22 +263,16 @@ extension AccessTokenIndex {
     func sameCredential(as entity: CacheEntity, aliases: EnvironmentAliases) -> [IndexedAccessToken] {
         guard let environment = entity.environment, let hid = entity.homeAccountId, let account = strings.number(of: hid),
               let client = strings.number(of: entity.clientId ?? ""), let realm = strings.number(of: entity.realm ?? ""),
-              let tokens = buckets[Bucket(account: account, client: client)] else { return [] }
-        var scopes: [UInt32] = []
-        for scope in entity.target {
-            guard let number = strings.number(of: scope) else { return [] }  // a scope no token holds
-            scopes.append(number)
-        }
-        scopes.sort()
-        var unique: [UInt32] = []
-        for scope in scopes where unique.last != scope { unique.append(scope) }
+              let bucket = buckets[Bucket(account: account, client: client)] else { return [] }
+        guard let scopes = knownScopeNumbers(entity.target) else { return [] }  // a scope no token holds
         let environmentNumber = strings.number(of: environment)
         let canonical = aliases.canonical(environment), keyId = entity.keyId
-        return tokens.filter { token in
-            token.realm == realm && token.scopes == unique
-                && (token.environment == environmentNumber || aliases.canonical(strings[token.environment]) == canonical)
-                && token.entity.keyId == keyId
-        }
+        return bucket.tokens.indices.filter { index in
+            let candidate = bucket.candidates[index]
+            return candidate.realm == realm && bucket.scopes(of: index).elementsEqual(scopes)
+                && (candidate.environment == environmentNumber || aliases.canonical(strings[candidate.environment]) == canonical)
+                && bucket.tokens[index].entity.keyId == keyId
+        }.map { bucket.tokens[$0] }
     }
 }
 
@@ -202,7 +285,7 @@ struct IdTokenIndex: Sendable {
         var secret: String?
         /// As `CachedAccessToken.secretNeedsNoEscape`.
         var secretNeedsNoEscape: Bool
-        /// The `preferred_username` of its claims (TokenCache.idTokenClaims), which broker1's answer needs.
+        /// The `preferred_username` of its claims, decoded when the token is stored: broker1's answer needs it.
         var preferredUsername: String?
     }
 
@@ -244,7 +327,7 @@ struct IdTokenIndex: Sendable {
     }
 }
 
-extension Array where Element == UInt32 {
+extension UnsafeBufferPointer where Element == UInt32 {
     /// Binary search of a sorted array (a target has a handful of scopes; this keeps a long one cheap too).
     func containsSorted(_ value: UInt32) -> Bool {
         var low = 0, high = count

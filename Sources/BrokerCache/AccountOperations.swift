@@ -70,9 +70,11 @@ extension TokenCache {
             hiddenFrom: hiddenFrom,
             signInRequired: state.signInRequired.contains(hid)
         )
-        // accountClaims: the id_token of the primary tenant profile (any client's; they carry the same user).
-        if let (key, _) = find(.idToken, CacheQuery(homeAccountId: hid, realm: primary.realm ?? "")).first {
-            summary.accountClaims = idTokenClaims[key]
+        // accountClaims: the id_token of the primary tenant profile (any client's; they carry the same user). Decoded
+        // here, when a summary is built (once per change of the account, `memoizedAccount`), not kept for every id
+        // token from the load on.
+        if let (_, idToken) = find(.idToken, CacheQuery(homeAccountId: hid, realm: primary.realm ?? "")).first {
+            summary.accountClaims = idToken.secret.flatMap { try? JWTPayload.claims(of: $0) }
         }
         return summary
     }
@@ -84,16 +86,22 @@ extension TokenCache {
 
     /// The home account id a selector names. Usernames compare case-insensitively (ADAL stored UPNs as typed).
     public func resolve(_ selector: AccountSelector) throws(LookupError) -> String {
-        func byId(_ id: String) -> String? {
-            hasAccount(id) ? id.lowercasedIfNeeded : nil
+        try resolveAccount(selector).homeAccountId
+    }
+
+    /// `resolve`, with the account as resolved for the lookups that follow (`cachedHitTokens(account:…)`).
+    public func resolveAccount(_ selector: AccountSelector) throws(LookupError)
+        -> (homeAccountId: String, account: CacheAccountRef) {
+        func byId(_ id: String) -> (String, CacheAccountRef)? {
+            accountRef(id).map { (id.lowercasedIfNeeded, $0) }
         }
-        func byUsername(_ name: String) throws(LookupError) -> String? {
+        func byUsername(_ name: String) throws(LookupError) -> (String, CacheAccountRef)? {
             let matches = Set(all(.account).compactMap { entry -> String? in
                 guard entry.entity.username?.lowercased() == name.lowercased() else { return nil }
                 return entry.entity.homeAccountId?.lowercased()
             })
             if matches.count > 1 { throw .ambiguous(name, matches: matches.sorted()) }
-            return matches.first
+            return matches.first.flatMap { hid in accountRef(hid).map { (hid, $0) } }
         }
         switch selector {
         case .homeAccountId(let id):

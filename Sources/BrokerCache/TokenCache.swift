@@ -57,16 +57,18 @@ public struct TokenCache: Sendable {
     /// insert at a time) and narrowed nothing. The hit path does not come here: `accessTokens` and `idTokens` hold
     /// those tokens typed, in buckets of one account and one client.
     private var index: [CredentialKind: [String: Set<String>]] = [:]
-    /// The claims of each id_token (by key), decoded when the entry is stored: every token answer carries its
-    /// account's claims, and decoding a JWT per answer would be most of a cache hit's work.
-    private(set) var idTokenClaims: [String: JSONObject] = [:]
     /// Access tokens typed and bucketed by account and client: what a silent lookup reads (SilentLookup.swift).
     private(set) var accessTokens = AccessTokenIndex()
     /// Id tokens bucketed the same way: the one a token answer carries (`latestIdToken`).
     private var idTokens = IdTokenIndex()
-    /// Account summaries as last built, by lowercased home account id; an account's entry goes when one of its
-    /// entries changes. A token answer carries its account's summary: built per hit, it was a sixth of a hit.
-    private var summaries: [String: MemoizedAccount] = [:]
+    /// Account summaries as last built, by the number of the home account id (`accessTokens.strings`); an account's
+    /// entry goes when one of its entries changes. A token answer carries its account's summary: built per hit, it was
+    /// a sixth of a hit. By number, so that a hit finds it by the account its token lookup already resolved
+    /// (`CacheAccountRef`), not by hashing and comparing the id once more.
+    private var summaries: [UInt32: MemoizedAccount] = [:]
+    /// How many Account entries each home account has, by the number of its id (none: absent). What `hasAccount` and
+    /// `accountRef` read: by number, so that the number found serves the lookups after it.
+    private var accountEntries: [UInt32: Int] = [:]
 
     private struct MemoizedAccount {
         /// Boxed, and never changed once built: reading a memo out of the dictionary copies three references, not
@@ -95,13 +97,12 @@ public struct TokenCache: Sendable {
             state = BrokerState(json: json)
             self.document.otherSections.removeAll { $0.name == BrokerState.sectionName }
         }
-        idTokenClaims.reserveCapacity(document.entries[.idToken]?.count ?? 0)
         for (kind, section) in document.entries {
             // About one bucket per account in the index of each kind that names accounts.
             if kind != .appMetadata, !section.isEmpty {
                 index[kind, default: [:]].reserveCapacity(document.entries[.account]?.count ?? 0)
             }
-            if kind == .accessToken { accessTokens.reserve(accounts: document.entries[.account]?.count ?? 0) }
+            if kind == .accessToken { accessTokens.reserve(for: section.values) }
             for (key, entity) in section { addToIndex(kind, key, entity) }
         }
     }
@@ -136,8 +137,13 @@ public struct TokenCache: Sendable {
     }
 
     /// Whether an Account entry has this home account id (compared ignoring case), from the index alone.
-    public func hasAccount(_ homeAccountId: String) -> Bool {
-        index[.account]?[homeAccountId.lowercasedIfNeeded]?.isEmpty == false
+    public func hasAccount(_ homeAccountId: String) -> Bool { accountRef(homeAccountId) != nil }
+
+    /// The account of an Account entry with this home account id (compared ignoring case), for the lookups that
+    /// follow (`cachedHitTokens`, `memoizedAccountText`): the id is hashed and compared once for all of them.
+    func accountRef(_ homeAccountId: String) -> CacheAccountRef? {
+        guard let number = accessTokens.strings.number(of: homeAccountId), accountEntries[number] != nil else { return nil }
+        return CacheAccountRef(number: number)
     }
 
     /// Entries of `kind` matching `query`: with a home account, only that account's entries are looked at.
@@ -207,11 +213,14 @@ public struct TokenCache: Sendable {
         -> (summary: AccountSummary, text: [UInt8]?)? {
         let id = hid.lowercasedIfNeeded
         var memo: MemoizedAccount
-        if let known = summaries[id] {
-            memo = known
+        let number: UInt32
+        if let known = accessTokens.strings.number(of: id), let memoized = summaries[known] {
+            memo = memoized
+            number = known
         } else {
             guard let built = accountSummary(homeAccountId: id, now: 0) else { return nil }
             memo = MemoizedAccount(summary: built)
+            number = accessTokens.strings.intern(id)
         }
         var summary = memo.summary
         summary.signInRequired = state.signInRequired.contains(id)
@@ -219,15 +228,15 @@ public struct TokenCache: Sendable {
             summary.hiddenFrom = state.hidden.filter { $0.value.contains(id) }.map(\.key).sorted()
         }
         guard let encode else {
-            if summaries[id] == nil { summaries[id] = memo }
+            if summaries[number] == nil { summaries[number] = memo }
             return (summary, nil)
         }
         if memo.text == nil || memo.textStateVersion != stateVersion {
             memo.text = encode(summary)
             memo.textStateVersion = stateVersion
-            summaries[id] = memo
-        } else if summaries[id] == nil {
-            summaries[id] = memo
+            summaries[number] = memo
+        } else if summaries[number] == nil {
+            summaries[number] = memo
         }
         return (summary, memo.text)
     }
@@ -235,9 +244,12 @@ public struct TokenCache: Sendable {
     /// What a cache hit needs of its account: the username and, with `encode`, the account's text as
     /// `memoizedAccount(homeAccountId:text:)` keeps it. Read in place while the memo holds, so that a hit copies no
     /// summary: only two strings leave the cache.
-    public mutating func memoizedAccountText(homeAccountId hid: String, text encode: ((AccountSummary) -> [UInt8]?)?)
+    /// `account`: the account as `cachedHitTokens` resolved it, which spares looking the id up again.
+    public mutating func memoizedAccountText(homeAccountId hid: String, account: CacheAccountRef? = nil,
+                                             text encode: ((AccountSummary) -> [UInt8]?)?)
         -> (username: String, text: [UInt8]?)? {
-        if let index = summaries.index(forKey: hid.lowercasedIfNeeded) {
+        if let number = account?.number ?? accessTokens.strings.number(of: hid),
+           let index = summaries.index(forKey: number) {
             if encode == nil { return (summaries.values[index].box.summary.username, nil) }
             if summaries.values[index].textStateVersion == stateVersion, let text = summaries.values[index].text {
                 return (summaries.values[index].box.summary.username, text)
@@ -311,24 +323,37 @@ public struct TokenCache: Sendable {
 
     private mutating func addToIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
         if kind == .idToken {
+            // Only `preferred_username` is kept of the claims (a summary decodes them when it is built).
             let claims = entity.secret.flatMap { try? JWTPayload.claims(of: $0) }
-            if let claims { idTokenClaims[key] = claims }
             idTokens.insert(key, entity, preferredUsername: claims?["preferred_username"]?.stringValue,
                             strings: &accessTokens.strings)
         }
         if kind == .accessToken { accessTokens.insert(key, entity) }
         guard let hid = entity.homeAccountId?.lowercasedIfNeeded else { return }
-        if !summaries.isEmpty { summaries[hid] = nil }
+        forgetSummary(of: hid)
+        if kind == .account { accountEntries[accessTokens.strings.intern(hid), default: 0] += 1 }
         index[kind, default: [:]][hid, default: []].insert(key)
     }
 
     private mutating func removeFromIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
-        if kind == .idToken { idTokenClaims[key] = nil }
         if kind == .accessToken { accessTokens.remove(key, entity) }
         if kind == .idToken { idTokens.remove(key, entity, strings: accessTokens.strings) }
         guard let hid = entity.homeAccountId?.lowercasedIfNeeded else { return }
-        summaries[hid] = nil
+        forgetSummary(of: hid)
+        if kind == .account, let number = accessTokens.strings.number(of: hid), let count = accountEntries[number] {
+            accountEntries[number] = count > 1 ? count - 1 : nil
+        }
         index[kind]?[hid]?.remove(key)
         if index[kind]?[hid]?.isEmpty == true { index[kind]?[hid] = nil }
     }
+
+    private mutating func forgetSummary(of hid: String) {
+        if !summaries.isEmpty, let number = accessTokens.strings.number(of: hid) { summaries[number] = nil }
+    }
+}
+
+/// An account as a lookup resolved it, for a second lookup of the same account (`TokenCache.memoizedAccountText`).
+/// Opaque: it names the account within this cache only.
+public struct CacheAccountRef: Sendable, Equatable {
+    let number: UInt32
 }

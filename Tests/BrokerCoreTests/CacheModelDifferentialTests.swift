@@ -196,6 +196,18 @@ final class CacheModelDifferentialTests: XCTestCase {
         let hit = cache.cachedHitTokens(homeAccountId: hid, clientId: client, environment: environment, tenant: tenant,
                                         scopes: wanted, now: at)
         XCTAssertEqual(hit == nil, typed == nil, context)
+        // The hit path names the account by what `resolveAccount` resolved: the same answer as by the id.
+        let resolved = try? cache.resolveAccount(.homeAccountId(hid))
+        XCTAssertEqual(resolved != nil, !cache.find(.account, CacheQuery(homeAccountId: hid)).isEmpty, context)
+        XCTAssertEqual(resolved?.homeAccountId, resolved == nil ? nil : hid.lowercased(), context)
+        if let resolved {
+            let byAccount = cache.cachedHitTokens(homeAccountId: resolved.homeAccountId, account: resolved.account,
+                                                  clientId: client, environment: environment, tenant: tenant,
+                                                  scopes: wanted, now: at)
+            XCTAssertEqual(byAccount?.accessToken.secret, hit?.accessToken.secret, context)
+            XCTAssertEqual(byAccount?.idToken, hit?.idToken, context)
+            if let byAccount { XCTAssertEqual(byAccount.account, resolved.account, context) }
+        }
         if let hit, let typed {
             XCTAssertEqual(hit.accessToken.secret, typed.secret ?? "", context)
             XCTAssertEqual(hit.accessToken.tokenType, typed.tokenType, context)
@@ -232,6 +244,11 @@ final class CacheModelDifferentialTests: XCTestCase {
             XCTAssertEqual(cache.memoizedAccountSummary(homeAccountId: hid), built, "seed \(seed) step \(step): \(hid)")
             let memoized = cache.memoizedAccount(homeAccountId: hid, text: text)
             XCTAssertEqual(memoized?.text, built.flatMap(text), "seed \(seed) step \(step): \(hid)")
+            // As a hit reads it: by the account its lookup resolved.
+            let account = (try? cache.resolveAccount(.homeAccountId(hid)))?.account
+            let read = cache.memoizedAccountText(homeAccountId: hid, account: account, text: text)
+            XCTAssertEqual(read?.text, built.flatMap(text), "seed \(seed) step \(step): \(hid)")
+            XCTAssertEqual(read?.username, built?.username, "seed \(seed) step \(step): \(hid)")
         }
     }
 

@@ -43,6 +43,7 @@ def fmt(value, unit):
 
 g = figures.get
 big = f"{int(num('big_accounts') or 0):,} accounts / {int(num('big_tokens') or 0):,} tokens"
+quick = g('mode', '').startswith('quick')
 msal = f"msal-python {g('msal1_version', '?')}"
 # (label, key, unit, baseline label, baseline key, kind, limit): kind "le"/"ge" compare value/baseline with limit,
 # "max" compares the value itself with limit, None is a figure without a target (a baseline or for information).
@@ -152,13 +153,18 @@ sections += [
         ("document size (msal-python's JSON, indent 4)", "doc_mib", "MiB", None, None, None, None),
         ("database on disk after brokerd stopped (cache.db, checkpointed, plus any -wal)", "db_mib", "MiB",
          "the document", "doc_mib", "le", 1.5),
-        (f"import: {g('import_how', 'brokerctl import FILE')}", "import_s", "s", None, None, "max", 15),
+        # Issue #27's targets at 100,000 tokens (the full run); a quick run's 10,000 keep the older, looser ones, since a
+        # small cache's RSS is mostly the process's own.
+        (f"import: {g('import_how', 'brokerctl import FILE')}", "import_s", "s", None, None, "max", 15 if quick else 5),
         ("brokerd RSS idle (fresh daemon, empty state)", "rss_idle_mib", "MiB", None, None, "max", 15),
         ("brokerd RSS loaded (after restart and the load runs)", "rss_big_mib", "MiB", None, None, "max",
-         2 * num("doc_mib") + 20 if num("doc_mib") else None),
+         2 * num("doc_mib") + 20 if num("doc_mib") else None) if quick else
+        ("brokerd RSS loaded (after restart and the load runs)", "rss_big_mib", "MiB", "the document", "doc_mib", "le",
+         1.2),
         ("for information: brokerd RSS after the varied requests too (2b)", "rss_bigV_mib", "MiB", "the row above",
          "rss_big_mib", None, None),
-        ("start with the cache: spawn → whole cache loaded (getStatus answered)", "load_ms", "ms", None, None, "max", 3000),
+        ("start with the cache: spawn → whole cache loaded (getStatus answered)", "load_ms", "ms", None, None, "max",
+         3000 if quick else 1000),
         (f"removeAccount, one app of one account (median of {g('remove_count', '?')})", "remove_median_ms", "ms",
          None, None, "max", 20),
     ]),

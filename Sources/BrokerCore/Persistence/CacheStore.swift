@@ -291,6 +291,8 @@ public actor CacheStore {
 /// rows and the cache at once.
 struct CacheAssembler: Sendable {
     private var document = CacheDocument()
+    /// The values its entries repeat, held once (`SharedValues`); dropped with the assembler.
+    private var shared = SharedValues()
     private var state: BrokerState?
     private var uses: [String: TokenUse] = [:]
     private var learned = NetworkMemory()
@@ -307,7 +309,7 @@ struct CacheAssembler: Sendable {
         typealias Section = CacheStore.Section
         if let kind = CredentialKind(rawValue: row.section) {
             do {
-                var entity = try CacheDocument.entity(from: row.body)
+                var entity = try CacheDocument.entity(from: row.body, sharing: &shared)
                 if let secret = row.secret { entity.fields["secret"] = .string(String(decoding: secret, as: UTF8.self)) }
                 document.entries[kind, default: [:]][row.key] = entity
             } catch {

@@ -135,10 +135,11 @@ extension Broker {
               let plan = try? Self.plan(request, authority: authority, cache: contents.cache),
               !plan.needsTenantDiscovery,
               let tokens = contents.cache.cachedHitTokens(
-                  homeAccountId: plan.hid, clientId: request.clientId, environment: plan.authority.environment,
+                  homeAccountId: plan.hid, account: plan.account, clientId: request.clientId, environment: plan.authority.environment,
                   tenant: plan.authority.tenant, scopes: plan.scopes, now: now),
               tokens.accessToken.refreshOn.map({ $0 > now }) ?? true,
-              let (username, text) = contents.cache.memoizedAccountText(homeAccountId: plan.hid, text: accountText)
+              let (username, text) = contents.cache.memoizedAccountText(homeAccountId: plan.hid, account: tokens.account,
+                                                                        text: accountText)
         else { return .none }
         if plan.authority.kind == .entra, let identity = contents.identity,
            Self.startsAliasLookup(of: plan.authority, now: elapsed(), wallNow: now, in: &contents) {
@@ -191,6 +192,8 @@ extension Broker {
     /// the account's home tenant, as in MSAL), the account, and the scopes.
     struct SilentPlan {
         var hid: String
+        /// The account as the cache resolved it: the hit's lookups use it instead of the id.
+        var account: CacheAccountRef
         var authority: Authority
         var scopes: [String]
 
@@ -200,8 +203,8 @@ extension Broker {
 
     static func plan(_ request: SilentTokenRequest, authority requested: Authority, cache: TokenCache) throws(TokenFailure) -> SilentPlan {
         var authority = requested
-        let hid: String
-        do { hid = try cache.resolve(request.account) } catch {
+        let (hid, account): (String, CacheAccountRef)
+        do { (hid, account) = try cache.resolveAccount(request.account) } catch {
             switch error {
             case .ambiguous: throw .invalidRequest(Failure.lookup(error).description, reason: .ambiguousAccount)
             case .notFound: throw .interactionRequired("no such account in the broker (\(request.account))", nil)
@@ -221,7 +224,7 @@ extension Broker {
         guard !scopes.isEmpty || !request.scopes.isEmpty else {
             throw .invalidRequest("'scopes' must name at least one scope", reason: .missingScopes)
         }
-        return SilentPlan(hid: hid, authority: authority, scopes: scopes)
+        return SilentPlan(hid: hid, account: account, authority: authority, scopes: scopes)
     }
 
     /// `countAsUse`: an app asked (the background refresh then keeps this token fresh); false for the
