@@ -36,17 +36,16 @@ extension TokenCache {
     /// A cache hit's tokens in one lookup: the access token `cachedAccessToken` finds, typed, and the id token (with
     /// its `preferred_username`) `latestIdTokenAndUsername` finds. The account and the client are looked up once for
     /// both, and no JSON field is read. `tokensNeedNoEscape`: neither secret has a byte JSON escapes. `account`: the
-    /// account as resolved here, for `memoizedAccountText`.
+    /// account as `resolveAccount` resolved it, which spares looking the id up again.
     public func cachedHitTokens(homeAccountId hid: String, account: CacheAccountRef? = nil, clientId: String,
                                 environment: String, tenant: String, scopes: [String], now: Int64)
-        -> (accessToken: CachedAccessToken, idToken: String?, preferredUsername: String?, tokensNeedNoEscape: Bool,
-            account: CacheAccountRef)? {
+        -> (accessToken: CachedAccessToken, idToken: String?, preferredUsername: String?, tokensNeedNoEscape: Bool)? {
         guard let bucket = account.map({ accessTokens.bucket(account: $0.number, clientId: clientId) })
                 ?? accessTokens.bucket(homeAccountId: hid, clientId: clientId),
               let token = accessTokens.bestAnswer(in: bucket, environment: environment, tenant: tenant, scopes: scopes,
                                                   now: now, aliases: aliases) else { return nil }
         let idToken = idTokenEntry(in: bucket, environment: environment)
         return (token, idToken?.secret, idToken?.secret == nil ? nil : idToken?.preferredUsername,
-                token.secretNeedsNoEscape && idToken?.secretNeedsNoEscape ?? true, CacheAccountRef(number: bucket.account))
+                token.secretNeedsNoEscape && idToken?.secretNeedsNoEscape ?? true)
     }
 }

@@ -66,8 +66,8 @@ public struct TokenCache: Sendable {
     /// a sixth of a hit. By number, so that a hit finds it by the account its token lookup already resolved
     /// (`CacheAccountRef`), not by hashing and comparing the id once more.
     private var summaries: [UInt32: MemoizedAccount] = [:]
-    /// How many Account entries each home account has, by the number of its id (none: absent). What `hasAccount` and
-    /// `accountRef` read: by number, so that the number found serves the lookups after it.
+    /// How many Account entries each home account has, by the number of its id (none: absent). What `accountRef`
+    /// reads: by number, so that the number found serves the lookups after it.
     private var accountEntries: [UInt32: Int] = [:]
 
     private struct MemoizedAccount {
@@ -136,11 +136,8 @@ public struct TokenCache: Sendable {
                          strings: accessTokens.strings, aliases: aliases)
     }
 
-    /// Whether an Account entry has this home account id (compared ignoring case), from the index alone.
-    public func hasAccount(_ homeAccountId: String) -> Bool { accountRef(homeAccountId) != nil }
-
-    /// The account of an Account entry with this home account id (compared ignoring case), for the lookups that
-    /// follow (`cachedHitTokens`, `memoizedAccountText`): the id is hashed and compared once for all of them.
+    /// The account of an Account entry with this home account id (compared ignoring case), from the index alone, for
+    /// the lookups that follow (`cachedHitTokens`, `memoizedAccountText`): the id is hashed and compared once for all.
     func accountRef(_ homeAccountId: String) -> CacheAccountRef? {
         guard let number = accessTokens.strings.number(of: homeAccountId), accountEntries[number] != nil else { return nil }
         return CacheAccountRef(number: number)
@@ -244,7 +241,7 @@ public struct TokenCache: Sendable {
     /// What a cache hit needs of its account: the username and, with `encode`, the account's text as
     /// `memoizedAccount(homeAccountId:text:)` keeps it. Read in place while the memo holds, so that a hit copies no
     /// summary: only two strings leave the cache.
-    /// `account`: the account as `cachedHitTokens` resolved it, which spares looking the id up again.
+    /// `account`: the account as `resolveAccount` resolved it, which spares looking the id up again.
     public mutating func memoizedAccountText(homeAccountId hid: String, account: CacheAccountRef? = nil,
                                              text encode: ((AccountSummary) -> [UInt8]?)?)
         -> (username: String, text: [UInt8]?)? {

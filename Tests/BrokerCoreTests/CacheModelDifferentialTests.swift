@@ -206,7 +206,6 @@ final class CacheModelDifferentialTests: XCTestCase {
                                                   scopes: wanted, now: at)
             XCTAssertEqual(byAccount?.accessToken.secret, hit?.accessToken.secret, context)
             XCTAssertEqual(byAccount?.idToken, hit?.idToken, context)
-            if let byAccount { XCTAssertEqual(byAccount.account, resolved.account, context) }
         }
         if let hit, let typed {
             XCTAssertEqual(hit.accessToken.secret, typed.secret ?? "", context)

@@ -135,10 +135,10 @@ extension Broker {
               let plan = try? Self.plan(request, authority: authority, cache: contents.cache),
               !plan.needsTenantDiscovery,
               let tokens = contents.cache.cachedHitTokens(
-                  homeAccountId: plan.hid, account: plan.account, clientId: request.clientId, environment: plan.authority.environment,
-                  tenant: plan.authority.tenant, scopes: plan.scopes, now: now),
+                  homeAccountId: plan.hid, account: plan.account, clientId: request.clientId,
+                  environment: plan.authority.environment, tenant: plan.authority.tenant, scopes: plan.scopes, now: now),
               tokens.accessToken.refreshOn.map({ $0 > now }) ?? true,
-              let (username, text) = contents.cache.memoizedAccountText(homeAccountId: plan.hid, account: tokens.account,
+              let (username, text) = contents.cache.memoizedAccountText(homeAccountId: plan.hid, account: plan.account,
                                                                         text: accountText)
         else { return .none }
         if plan.authority.kind == .entra, let identity = contents.identity,
