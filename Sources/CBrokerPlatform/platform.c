@@ -12,9 +12,6 @@
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
 #endif
-#ifndef SYS_pidfd_send_signal
-#define SYS_pidfd_send_signal 424
-#endif
 // asm-generic/socket.h: the value on every architecture brokerd is built for (x86-64, arm64).
 #ifndef SO_PEERPIDFD
 #define SO_PEERPIDFD 77
@@ -22,10 +19,6 @@
 
 int brokerd_pidfd_open(pid_t pid) {
     return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
-int brokerd_pidfd_send_signal(int pidfd, int signal) {
-    return (int)syscall(SYS_pidfd_send_signal, pidfd, signal, NULL, 0);
 }
 
 int brokerd_peer_pidfd(int fd) {

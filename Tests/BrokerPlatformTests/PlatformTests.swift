@@ -8,6 +8,24 @@ import Glibc
 /// BrokerPlatform's own logic: the lock, threads joined for a result, and the crash-safe file helpers every store
 /// uses (written once, here).
 final class PlatformTests: XCTestCase {
+    /// A pinned process is alive while it runs, and not once it has exited: as a zombie not yet reaped, and reaped.
+    func testAPinnedProcessIsAliveUntilItExits() throws {
+        var child: pid_t = 0
+        let argv: [UnsafeMutablePointer<CChar>?] = [strdup("/bin/sleep"), strdup("30"), nil]
+        defer { argv.forEach { free($0) } }
+        XCTAssertEqual(posix_spawn(&child, "/bin/sleep", nil, nil, argv, environ), 0)
+        guard case .success(let process) = ProcessProbe.pin(pid: child) else { return XCTFail("could not pin \(child)") }
+        XCTAssertTrue(process.isAlive)
+        XCTAssertEqual(kill(child, SIGKILL), 0)
+        // Exited, not yet reaped: waitid with WNOWAIT waits for the exit and leaves the zombie.
+        var info = siginfo_t()
+        XCTAssertEqual(waitid(P_PID, id_t(child), &info, WEXITED | WNOWAIT), 0)
+        XCTAssertFalse(process.isAlive, "a zombie is not a running process")
+        var status: Int32 = 0
+        XCTAssertEqual(waitpid(child, &status, 0), child)
+        XCTAssertFalse(process.isAlive, "a reaped process is not alive")
+    }
+
     func testLockedCountsEveryIncrementFromManyThreads() {
         let counter = Locked(0)
         let threads = (0..<8).compactMap { _ in
