@@ -169,7 +169,7 @@ struct AccessTokenIndex: Sendable {
         return Self.sortedOnce(numbers)
     }
 
-    fileprivate static func sortedOnce(_ numbers: [UInt32]) -> [UInt32] {
+    private static func sortedOnce(_ numbers: [UInt32]) -> [UInt32] {
         var unique: [UInt32] = []
         unique.reserveCapacity(numbers.count)
         for number in numbers.sorted() where unique.last != number { unique.append(number) }
@@ -197,8 +197,7 @@ struct AccessTokenIndex: Sendable {
 
     /// The bucket of an account and client, by their numbers (nil when the cache never held either).
     func bucket(homeAccountId: String, clientId: String) -> Bucket? {
-        guard let account = strings.number(of: homeAccountId), let client = strings.number(of: clientId) else { return nil }
-        return Bucket(account: account, client: client)
+        strings.number(of: homeAccountId).flatMap { bucket(account: $0, clientId: clientId) }
     }
 
     /// The bucket of an account already resolved and a client (nil when the cache never held the client).
