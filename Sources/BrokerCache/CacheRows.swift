@@ -118,6 +118,20 @@ extension TokenCache {
 
     public static let useResolution: Int64 = 600
 
+    /// How stale a cache hit may leave its use's time in memory. Only the background refresh reads it, as "used in
+    /// the last hours" (`recentWindowSeconds`), so a minute changes nothing it decides. Coarser than the second, a
+    /// hit needs the writer's lock for its use once a minute, not once a second: under varied hits over thousands
+    /// of tokens, nearly every hit was the first of its use in its second.
+    public static let hitUseResolution: Int64 = 60
+
+    /// Whether a hit may leave `use` unnoted: the same use is noted, at most `hitUseResolution` seconds before it (a
+    /// reader's check; `noteUse` is the writer's).
+    public func isNoted(_ use: TokenUse) -> Bool {
+        guard let index = storedState.uses.index(forKey: use.key) else { return false }
+        let age = use.lastUsed - storedState.uses.values[index].lastUsed
+        return age >= 0 && age < Self.hitUseResolution
+    }
+
     public mutating func setUse(_ key: String, _ use: TokenUse?) {
         storedState.uses[key] = use
         changedRows.insert(.use(key))

@@ -255,6 +255,17 @@ public struct TokenCache: Sendable {
         return memoizedAccount(homeAccountId: hid, text: encode).map { ($0.summary.username, $0.text) }
     }
 
+    /// `memoizedAccountText` for a reader that may not write: the username and text as kept, or nil when the memo
+    /// is not made yet (or not for the current state), which only the writer's `memoizedAccountText` makes.
+    public func keptAccountText(homeAccountId hid: String, account: CacheAccountRef? = nil, withText: Bool)
+        -> (username: String, text: [UInt8]?)? {
+        guard let number = account?.number ?? accessTokens.strings.number(of: hid),
+              let index = summaries.index(forKey: number) else { return nil }
+        if !withText { return (summaries.values[index].box.summary.username, nil) }
+        guard summaries.values[index].textStateVersion == stateVersion, let text = summaries.values[index].text else { return nil }
+        return (summaries.values[index].box.summary.username, text)
+    }
+
     // MARK: Writing
 
     /// Adds or replaces the entry under `key`.

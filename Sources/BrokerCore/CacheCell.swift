@@ -2,13 +2,16 @@ import BrokerCache
 import BrokerPlatform
 import Synchronization
 
-/// The cache and the little else a silent cache hit needs, behind one mutex, so that a hit can be answered on the
-/// caller's thread (the socket connection's) without a hop through the broker actor.
+/// The cache and the little else a silent cache hit needs, behind one reader-writer lock, so that a hit can be
+/// answered on the caller's thread (the socket connection's) without a hop through the broker actor.
 ///
 /// Why a lock and not the actor: a hit is a few microseconds of work; an actor hop and back costs more than that,
 /// and queues every reader behind whatever the actor is doing (a refresh, an import). The critical sections are
-/// lookups and single-entry updates, never I/O, so the lock is held for microseconds. Nobody keeps a copy of the
-/// cache outside the lock: a copy alive while the broker mutates would make that mutation copy the whole cache.
+/// lookups and single-entry updates, never I/O, so the lock is held for microseconds. A hit holds it as a reader
+/// (`withReadLock`), so hits never wait for each other, and one preempted inside holds up no other: only what
+/// writes (the broker, and a hit that fills a memo or notes a use in a new second) takes it alone (`withLock`).
+/// Nobody keeps a copy of the cache outside the lock: a copy alive while the broker mutates would make that
+/// mutation copy the whole cache.
 final class CacheCell: @unchecked Sendable {
     struct Contents {
         var cache: TokenCache
@@ -52,9 +55,17 @@ final class CacheCell: @unchecked Sendable {
             authorities[text] = authority
             return authority
         }
+
+        /// `validatedAuthority` for a reader: `.some(nil)` only when there is no identity setting or, for no named
+        /// authority, none valid; nil when the named authority is not memoized yet (the writer's call makes it).
+        func knownAuthority(_ request: SilentTokenRequest) -> Authority?? {
+            guard let idp = identity else { return .some(nil) }
+            guard let text = request.authority else { return .some(try? idp.authority(requested: nil, clientId: request.clientId)) }
+            return authorities[text].map { .some($0) }
+        }
     }
 
-    private let mutex = PlatformMutex()
+    private let lock = PlatformReadWriteLock()
     private var contents: Contents
     /// `contents.generation`, readable without the lock: a remembered answer is checked against it on every repeated
     /// request, from every connection's thread at once, and a lock they all take is one a preempted holder makes
@@ -68,13 +79,19 @@ final class CacheCell: @unchecked Sendable {
         self.contents = contents
     }
 
+    /// Alone: for whatever changes the contents.
     func withLock<Result>(_ body: (inout Contents) throws -> Result) rethrows -> Result {
-        mutex.lock()
+        lock.writeLock()
         defer {
             publishGeneration()
-            mutex.unlock()
+            lock.unlock()
         }
         return try body(&contents)
+    }
+
+    /// Beside other readers: for a cache hit's lookups, which change nothing.
+    func withReadLock<Result>(_ body: (borrowing Contents) throws -> Result) rethrows -> Result {
+        try lock.withReadLock { try body(contents) }
     }
 
     private func publishGeneration() {
@@ -87,10 +104,10 @@ final class CacheCell: @unchecked Sendable {
     var cache: TokenCache {
         get { withLock { $0.cache } }
         _modify {
-            mutex.lock()
+            lock.writeLock()
             defer {
                 publishGeneration()
-                mutex.unlock()
+                lock.unlock()
             }
             contents.cacheChanged()
             yield &contents.cache

@@ -47,3 +47,12 @@ int brokerd_trim_heap(void) { return malloc_trim(0); }
 int brokerd_accept_cloexec(int fd) { return accept4(fd, 0, 0, SOCK_CLOEXEC); }
 
 int brokerd_eventfd_nonblocking(void) { return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK); }
+
+int brokerd_rwlock_init_writer_preferring(pthread_rwlock_t *lock) {
+    pthread_rwlockattr_t attributes;
+    if (pthread_rwlockattr_init(&attributes) != 0) return -1;
+    pthread_rwlockattr_setkind_np(&attributes, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    int result = pthread_rwlock_init(lock, &attributes);
+    pthread_rwlockattr_destroy(&attributes);
+    return result;
+}

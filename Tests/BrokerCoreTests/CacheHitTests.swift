@@ -1,6 +1,8 @@
 import BrokerCache
 @testable import BrokerCore
 import BrokerJSON
+import BrokerPlatform
+import Foundation
 import Logging
 import XCTest
 
@@ -80,6 +82,53 @@ final class CacheHitTests: XCTestCase {
         // Hits count as uses, for the background refresh: one per client, account, authority and scopes.
         let uses = await broker.cache.state.uses.values.map { "\($0.clientId) \($0.scopes.joined(separator: " "))" }
         XCTAssertEqual(Set(uses), ["client-a user.read", "client-a Mail.Read"])
+    }
+
+    /// Once an account's first hit has made its memos, a hit is a reader: it is answered while another reader holds
+    /// the cache's lock (a mutex would make it wait for that reader), and the broker's writes still get in while
+    /// hits keep coming from other threads (a waiting writer goes before readers that come after it).
+    func testHitsAreReadersThatNeitherWaitForEachOtherNorKeepWritersOut() async throws {
+        let broker = try await makeBroker(baseEntries + [(.accessToken, token())])
+        XCTAssertNotNil(broker.cachedSilentToken(request()), "the first hit: memos made, use noted")
+        let cell = await broker.cell
+        let plain = request()
+        let answered = DispatchSemaphore(value: 0)
+        let answer = Locked<String?>(nil)
+        cell.withReadLock { _ in
+            Thread.detachNewThread {
+                answer.withLock { $0 = broker.cachedSilentToken(plain)?.outcome.accessToken }
+                answered.signal()
+            }
+            XCTAssertEqual(answered.wait(timeout: .now() + 30), .success, "a hit waited for another reader")
+        }
+        XCTAssertEqual(answer.withLock { $0 }, "at-1")
+
+        let stop = Locked(false)
+        let hits = Locked(0)
+        let readersDone = DispatchGroup()
+        for _ in 0..<4 {
+            readersDone.enter()
+            Thread.detachNewThread {
+                while !stop.withLock({ $0 }) {
+                    if broker.cachedSilentToken(plain) != nil { hits.withLock { $0 += 1 } }
+                }
+                readersDone.leave()
+            }
+        }
+        // Each write replaces the token the readers are hitting: every hit sees one version or the next, whole.
+        for round in 2...20 {
+            _ = try await broker.importDocument({
+                var document = CacheDocument()
+                let entity = token(secret: "at-\(round)")
+                document.entries[.accessToken, default: [:]][entity.canonicalKey(as: .accessToken)] = entity
+                return document
+            }())
+            let seen = try XCTUnwrap(broker.cachedSilentToken(request())?.outcome.accessToken)
+            XCTAssertEqual(seen, "at-\(round)", "a hit after the write sees it")
+        }
+        stop.withLock { $0 = true }
+        XCTAssertEqual(readersDone.wait(timeout: .now() + 30), .success)
+        XCTAssertGreaterThan(hits.withLock { $0 }, 0)
     }
 
     func testEverythingButAPlainHitIsLeftToTheFullPath() async throws {

@@ -52,6 +52,27 @@ final class ManualClockTests: XCTestCase {
 
     /// The background refresh checks once, then waits on the clock: nothing runs until the interval has passed on
     /// it, and the next check comes as soon as it has.
+    /// A hit notes its use for the background refresh, then leaves it for `hitUseResolution` seconds (so that it
+    /// needs only a reader's lock), and notes it again once that has passed.
+    func testAHitNotesItsUseOnceAMinute() async throws {
+        let clock = ManualClock(now: 1_800_000_000)
+        let broker = try await makeBroker(clock: clock)
+        func lastUsed() async -> Int64? { await broker.cache.state.uses.values.first?.lastUsed }
+        let imported = await lastUsed()
+        XCTAssertNil(imported, "imported, never asked for")
+        XCTAssertNotNil(broker.cachedSilentToken(request))
+        let first = await lastUsed()
+        XCTAssertEqual(first, 1_800_000_000, "the first hit notes its use")
+        clock.advance(by: TokenCache.hitUseResolution - 1)
+        XCTAssertNotNil(broker.cachedSilentToken(request))
+        let within = await lastUsed()
+        XCTAssertEqual(within, 1_800_000_000, "within the resolution: left as it is")
+        clock.advance(by: 1)
+        XCTAssertNotNil(broker.cachedSilentToken(request))
+        let later = await lastUsed()
+        XCTAssertEqual(later, 1_800_000_000 + TokenCache.hitUseResolution, "a minute on: noted again")
+    }
+
     func testTheBackgroundRefreshChecksWhenTheClockSaysSo() async throws {
         let clock = ManualClock(now: 1_800_000_000)
         let lines = Locked([String]())

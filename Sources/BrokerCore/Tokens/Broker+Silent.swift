@@ -91,6 +91,14 @@ extension Broker {
                                               accountText: (@Sendable (AccountSummary) -> [UInt8]?)? = nil) -> CachedHit? {
         guard !request.forceRefresh, request.claims == nil else { return nil }
         let now = now()
+        // As a reader first: once its memos are made, a hit writes nothing but its use, once a second.
+        switch cell.withReadLock({ readHit(request, now: now, accountText: accountText, in: $0) }) {
+        case .hit(let hit, let use):
+            if let use { cell.withLock { $0.cache.noteUse(use) } }
+            return CachedHit(hit)
+        case .none: return nil
+        case .needsWriter: break
+        }
         switch cell.withLock({ cachedHit(request, now: now, accountText: accountText, in: &$0) }) {
         case .hit(let hit): return CachedHit(hit)
         case .none: return nil
@@ -115,6 +123,46 @@ extension Broker {
         case none
         /// The cache is still loading and this account has not been read yet (`CacheStore.account(of:)`).
         case unread(String)
+    }
+
+    fileprivate enum ReadLookup {
+        /// The hit, and its use when the cache has not noted it in this second.
+        case hit(LockedHit, use: TokenUse?)
+        case none
+        /// The hit needs a write before it can be answered: a memo to make (the authority, the account's text), an
+        /// alias lookup to start, or an account still to read while the cache loads. `cachedHit` does it all.
+        case needsWriter
+    }
+
+    /// `cachedHit` as a reader: the same lookups, in the same order, answered only when every memo the hit reads is
+    /// made (the usual case: they are made by an account's first hit). Keep the two in step.
+    private nonisolated func readHit(_ request: SilentTokenRequest, now: Int64, accountText: ((AccountSummary) -> [UInt8]?)?,
+                                     in contents: borrowing CacheCell.Contents) -> ReadLookup {
+        guard contents.partial == nil, let known = contents.knownAuthority(request) else { return .needsWriter }
+        guard let authority = known,
+              let plan = try? Self.plan(request, authority: authority, cache: contents.cache),
+              !plan.needsTenantDiscovery,
+              let tokens = contents.cache.cachedHitTokens(
+                  homeAccountId: plan.hid, account: plan.account, clientId: request.clientId,
+                  environment: plan.authority.environment, tenant: plan.authority.tenant, scopes: plan.scopes, now: now),
+              tokens.accessToken.refreshOn.map({ $0 > now }) ?? true
+        else { return .none }
+        guard let (username, text) = contents.cache.keptAccountText(homeAccountId: plan.hid, account: plan.account,
+                                                                   withText: accountText != nil)
+        else { return .needsWriter }
+        if plan.authority.kind == .entra, contents.identity != nil {
+            guard let retryAfter = contents.aliasLookups[plan.authority.host], retryAfter > elapsed() else { return .needsWriter }
+        }
+        let use = TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
+                           scopes: plan.scopes, lastUsed: now)
+        let token = tokens.accessToken
+        let freshness = HitFreshness(generation: contents.generation,
+                                     until: min(token.expiresOn - expiryBufferSeconds, token.refreshOn ?? .max),
+                                     use: use)
+        return .hit(LockedHit(token: token, idToken: tokens.idToken, idTokenUsername: tokens.preferredUsername,
+                              tokensNeedNoEscape: tokens.tokensNeedNoEscape, hid: plan.hid,
+                              authority: plan.authority.url, username: username, accountText: text, freshness: freshness),
+                    use: contents.cache.isNoted(use) ? nil : use)
     }
 
     private nonisolated func cachedHit(_ request: SilentTokenRequest, now: Int64, accountText: ((AccountSummary) -> [UInt8]?)?,

@@ -1,5 +1,6 @@
 #pragma once
 #include <sys/types.h>
+#include <pthread.h>
 
 // System calls and socket options that Swift's Glibc module does not show (syscall is variadic; Debian 12's headers
 // predate SO_PEERPIDFD). Each returns what the kernel returns: -1 with errno on failure.
@@ -32,5 +33,10 @@ int brokerd_trim_heap(void);
 // except the read that waits for an app's next request after a cache hit); the wake-up descriptor is non-blocking.
 int brokerd_accept_cloexec(int fd);
 int brokerd_eventfd_nonblocking(void);
+
+// A reader-writer lock on which a waiting writer goes before readers that come after it (glibc's default lets
+// readers in for as long as any reader holds it: under a steady stream of cache hits, the broker's writes would
+// wait for ever). pthread_rwlockattr_setkind_np is a GNU extension that Swift's Glibc module does not show.
+int brokerd_rwlock_init_writer_preferring(pthread_rwlock_t *lock);
 
 #include "NetworkChanges.h"
