@@ -8,24 +8,46 @@ public struct TokenUse: Sendable, Equatable {
     public var scopes: [String]
     public var lastUsed: Int64
 
-    /// The fields lowercased, the scopes sorted, joined by spaces. Every cache hit notes its use by this key, so it is
-    /// written into one string, copying nothing that is already lowercase.
+    /// The fields lowercased, the scopes sorted, joined by spaces. Every cache hit looks its use up by this key, so
+    /// it is written byte by byte into one buffer, ASCII lowered as it is copied (the usual case; other text goes
+    /// through `lowercased()`): joining lowered strings cost a hit more than its token lookup.
     package var key: String {
-        var key = ""
-        key.reserveCapacity(clientId.utf8.count + homeAccountId.utf8.count + authority.utf8.count
-                            + scopes.reduce(0) { $0 + $1.utf8.count + 1 } + 2)
-        key += clientId.lowercasedIfNeeded
-        key += " "
-        key += homeAccountId.lowercasedIfNeeded
-        key += " "
-        key += authority.lowercasedIfNeeded
-        var lowered = scopes.map(\.lowercasedIfNeeded)
-        if lowered.count > 1 { lowered.sort() }
-        for scope in lowered {
-            key += " "
-            key += scope
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(clientId.utf8.count + homeAccountId.utf8.count + authority.utf8.count
+                              + scopes.reduce(0) { $0 + $1.utf8.count + 1 } + 2)
+        Self.appendLowered(clientId, to: &bytes)
+        bytes.append(0x20)
+        Self.appendLowered(homeAccountId, to: &bytes)
+        bytes.append(0x20)
+        Self.appendLowered(authority, to: &bytes)
+        if scopes.count == 1 {
+            bytes.append(0x20)
+            Self.appendLowered(scopes[0], to: &bytes)
+        } else if scopes.count > 1 {
+            for scope in scopes.map(\.lowercasedIfNeeded).sorted() {
+                bytes.append(0x20)
+                bytes.append(contentsOf: scope.utf8)
+            }
         }
-        return key
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func appendLowered(_ text: String, to bytes: inout [UInt8]) {
+        let start = bytes.count
+        bytes.append(contentsOf: text.utf8)
+        let ascii = bytes.withUnsafeMutableBufferPointer { buffer -> Bool in
+            var high: UInt8 = 0
+            for index in start..<buffer.count {
+                let byte = buffer[index]
+                high |= byte
+                if byte &- 0x41 < 26 { buffer[index] = byte | 0x20 }
+            }
+            return high < 0x80
+        }
+        if !ascii {
+            bytes.removeSubrange(start...)
+            bytes.append(contentsOf: text.lowercased().utf8)
+        }
     }
 
     package init(clientId: String, homeAccountId: String, authority: String, scopes: [String], lastUsed: Int64) {

@@ -74,14 +74,10 @@ extension Broker1Methods {
     public func cachedAnswer(method: String, correlationId: String, request: String,
                              caller: CallerIdentity) -> (answer: String, remembered: RememberedBusAnswer?)? {
         guard method == "acquireTokenSilently",
-              case .success(let params) = Broker1Requests.validated(method: method, correlationId: correlationId, request: request),
-              let auth = params["authParameters"]?.objectValue, let clientId = auth["clientId"]?.stringValue, !clientId.isEmpty,
-              let hid = auth["account"]?.objectValue?["homeAccountId"]?.stringValue, !hid.isEmpty,
-              (auth["decodedClaims"]?.stringValue ?? "").isEmpty else { return nil }
-        let requested = auth["requestedScopes"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        let silent = SilentTokenRequest(
-            clientId: clientId, authority: auth["authority"]?.stringValue.flatMap { $0.isEmpty ? nil : $0 },
-            scopes: requested, account: .homeAccountId(hid))
+              let plain = Broker1Requests.plainSilent(correlationId: correlationId, request: request) else { return nil }
+        let (clientId, hid, requested) = (plain.clientId, plain.homeAccountId, plain.scopes)
+        let silent = SilentTokenRequest(clientId: clientId, authority: plain.authority, scopes: requested,
+                                        account: .homeAccountId(hid))
         let generation = apps.generation
         guard let hit = broker.cachedSilentToken(silent) else { return nil }
         let scopes = Scopes.requested(requested), account = (homeAccountId: Optional(hid), username: Optional(hit.username))
@@ -90,7 +86,8 @@ extension Broker1Methods {
         logger.debug("D-Bus request answered from the cache", metadata: [
             "method": "\(method)", "client_pid": "\(caller.pid)", "client_exe": "\(caller.executable ?? "?")", "app": "\(caller.app)",
         ])
-        guard let head = Self.tokenResponseHead(hit.outcome, preferredUsername: hit.idTokenUsername) else {
+        guard let head = Self.tokenResponseHead(hit.outcome, preferredUsername: hit.idTokenUsername,
+                                                tokensNeedNoEscape: hit.tokensNeedNoEscape) else {
             return (JSONWriter().string(Self.tokenResponse(hit.outcome, correlationId: correlationId)), nil)
         }
         let remembered = RememberedBusAnswer(
@@ -187,15 +184,25 @@ extension Broker1Methods {
 
     /// The response up to the correlation id's value (which comes last: each call brings its own); nil when
     /// `tokenResponse` must decide (no claim known, an account MSAL cannot use).
-    static func tokenResponseHead(_ outcome: TokenOutcome, preferredUsername: String?) -> [UInt8]? {
+    /// `tokensNeedNoEscape`: neither token has a byte JSON escapes (`CachedHit`), so both are copied as they are.
+    static func tokenResponseHead(_ outcome: TokenOutcome, preferredUsername: String?, tokensNeedNoEscape: Bool = false) -> [UInt8]? {
         guard let preferredUsername, !preferredUsername.isEmpty, let idToken = outcome.idToken,
               let ids = HomeAccountId(outcome.homeAccountId) else { return nil }
         var out: [UInt8] = []
         out.reserveCapacity(outcome.accessToken.utf8.count + idToken.utf8.count + 256)
+        func writeToken(_ token: String) {
+            if tokensNeedNoEscape {
+                out.append(UInt8(ascii: "\""))
+                out.append(contentsOf: token.utf8)
+                out.append(UInt8(ascii: "\""))
+            } else {
+                JSONWriter.writeString(token, into: &out)
+            }
+        }
         out.append(contentsOf: #"{"brokerTokenResponse":{"accessToken":"#.utf8)
-        JSONWriter.writeString(outcome.accessToken, into: &out)
+        writeToken(outcome.accessToken)
         out.append(contentsOf: #","accessTokenType":0,"idToken":"#.utf8)
-        JSONWriter.writeString(idToken, into: &out)
+        writeToken(idToken)
         out.append(contentsOf: #","clientInfo":"#.utf8)
         JSONWriter.writeString(ids.clientInfo, into: &out)
         out.append(contentsOf: #","expiresOn":"#.utf8)

@@ -139,6 +139,63 @@ public struct JSONReader {
         }
     }
 
+    /// Thrown by `readMembers` for a member of interest given twice: readers that build values keep the last or the
+    /// first, so a caller that reads in one pass leaves such an object to them.
+    public static let repeatedMember = JSONReadError(message: "a member given twice", offset: -1)
+
+    /// Walks an object for the members named in `keys` (at most 64): each is handed to `member` with its index in
+    /// `keys`, the reader at its value (which `member` must consume); every other member is validated and skipped.
+    /// A member of `keys` given twice throws `repeatedMember`.
+    public mutating func readMembers(_ keys: [String], _ member: (Int, inout JSONReader) throws(JSONReadError) -> Void)
+        throws(JSONReadError) {
+        var seen: UInt64 = 0
+        try readObject { (key, reader) throws(JSONReadError) in
+            guard let index = keys.firstIndex(of: key) else { return try reader.skipValue() }
+            guard seen & (1 << index) == 0 else { throw Self.repeatedMember }
+            seen |= 1 << index
+            try member(index, &reader)
+        }
+    }
+
+    /// Validates one value and moves past it, keeping nothing: what `readValue` accepts, this accepts, and throws
+    /// where it throws, without building a string or a container for a member the caller does not want.
+    public mutating func skipValue() throws(JSONReadError) {
+        switch try peekKind() {
+        case .object: try readObject { (_, reader) throws(JSONReadError) in try reader.skipValue() }
+        case .array: try readArray { (reader) throws(JSONReadError) in try reader.skipValue() }
+        case .string: try skipString()
+        case .number: _ = try readNumber()
+        case .bool, .null: _ = try readValue()
+        }
+    }
+
+    /// A plain ASCII string without escapes is scanned past; anything else (an escape, a byte to validate, an error)
+    /// is read by `readString`, which checks it.
+    private mutating func skipString() throws(JSONReadError) {
+        let run = scanRun(from: position + 1)
+        if !run.nonASCII, run.end < bytes.count, bytes[run.end] == UInt8(ascii: "\"") {
+            position = run.end + 1
+            return
+        }
+        _ = try readString()
+    }
+
+    /// Where the run of string bytes from `start` ends (at a quote, a backslash, a control character or the end of
+    /// the input), and whether a byte of it is 0x80 or above. One pass over the bytes without bounds checks: scanning
+    /// strings is most of what reading JSON costs, and tokens are kilobytes long.
+    private func scanRun(from start: Int) -> (end: Int, nonASCII: Bool) {
+        bytes.withUnsafeBufferPointer { buffer in
+            var index = start, high: UInt8 = 0
+            while index < buffer.count {
+                let byte = buffer[index]
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+                high |= byte
+                index += 1
+            }
+            return (index, high >= 0x80)
+        }
+    }
+
     /// Validates one value and returns its exact text.
     public mutating func readRaw() throws(JSONReadError) -> String {
         skipWhitespace()
@@ -173,6 +230,9 @@ public struct JSONReader {
         var nonASCII = false
         var runStart = position
         while true {
+            let run = scanRun(from: position)
+            position = run.end
+            if run.nonASCII { nonASCII = true }
             guard position < bytes.count else { throw fail("unterminated string") }
             let byte = bytes[position]
             if byte == UInt8(ascii: "\"") {
@@ -182,16 +242,12 @@ public struct JSONReader {
                 break
             }
             if byte < 0x20 { throw fail("control character in string") }
-            if byte >= 0x80 { nonASCII = true }
-            if byte == UInt8(ascii: "\\") {
-                escaped = true
-                output.append(contentsOf: bytes[runStart..<position])
-                position += 1
-                try readEscape(into: &output)
-                runStart = position
-                continue
-            }
+            // A backslash: the only other byte a run stops at.
+            escaped = true
+            output.append(contentsOf: bytes[runStart..<position])
             position += 1
+            try readEscape(into: &output)
+            runStart = position
         }
         if !nonASCII { return String(decoding: output, as: UTF8.self) }
         guard let text = String(validating: output, as: UTF8.self) else { throw fail("invalid UTF-8 in string") }

@@ -80,14 +80,24 @@ extension ClientConnection {
             auditHit(answer)
             return
         }
+        // The usual silent request is read in one pass; a cache hit is answered here, on the connection's thread.
+        // Anything else, a miss included, is parsed the usual way below and goes to a task.
+        var triedHit = false
+        if let silent = SilentRequestLine(line), state.begin() {
+            triedHit = true
+            let answer = router.cachedAnswer(id: silent.id, params: silent.params, line: line, shape: shape, from: peer,
+                                             caller: caller, memory: &memory)
+            if let answer { send(answer) }
+            state.end(served: answer != nil)
+            if answer != nil { return }
+        }
         switch RPCEnvelope.parse(line) {
         case .unusable(let error):
             send(RPCEnvelope.failure(id: "null", error: error))
         case .single(.failure(let failure)):
             send(RPCEnvelope.failure(id: failure.id, error: failure.error))
         case .single(.success(let request)):
-            // A cache hit is answered here, on the connection's thread; anything else goes to a task.
-            if state.begin() {
+            if !triedHit, state.begin() {
                 let answer = router.cachedAnswer(request, line: line, shape: shape, from: peer, caller: caller,
                                                  memory: &memory)
                 if let answer { send(answer) }

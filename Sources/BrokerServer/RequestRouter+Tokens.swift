@@ -90,10 +90,16 @@ extension RequestRouter {
     /// where it is asked about or refused.
     func cachedAnswer(_ request: RPCRequest, line: [UInt8], shape: RequestLineShape?, from peer: PeerIdentity,
                       caller: CallerIdentity, memory: inout ConnectionMemory) -> RememberedAnswer? {
-        guard request.method == BrokerMethod.acquireTokenSilently.rawValue, let id = request.id else { return nil }
+        guard request.method == BrokerMethod.acquireTokenSilently.rawValue, let id = request.id,
+              let p = try? params(AcquireTokenSilentlyParams.self, request) else { return nil }
+        return cachedAnswer(id: id, params: p, line: line, shape: shape, from: peer, caller: caller, memory: &memory)
+    }
+
+    /// `cachedAnswer` for a request already read (`SilentRequestLine`, or the usual parse and decode).
+    func cachedAnswer(id: String, params p: AcquireTokenSilentlyParams, line: [UInt8], shape: RequestLineShape?,
+                      from peer: PeerIdentity, caller: CallerIdentity, memory: inout ConnectionMemory) -> RememberedAnswer? {
         let started = Threads.nowNanoseconds()
-        guard let p = AcquireTokenSilentlyParams(plain: request.params)
-                ?? (try? params(AcquireTokenSilentlyParams.self, request)), let silent = try? Self.silentRequest(p),
+        guard let silent = try? Self.silentRequest(p),
               let hit = broker.cachedSilentToken(silent, accountText: { try? TokenResultText.accountJSON(SocketWire.account($0)) }),
               memory.access.allows(caller, clientId: p.clientId, account: (hit.outcome.homeAccountId, hit.username),
                                    scopes: silent.scopes, in: apps),

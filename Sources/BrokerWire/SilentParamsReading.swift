@@ -1,89 +1,121 @@
 import BrokerJSON
 import BrokerProtocol
 
+/// The usual `acquireTokenSilently` request line, read in one pass: the envelope's members checked as
+/// `RPCEnvelope.parse` checks them, the params read member by member into `AcquireTokenSilentlyParams`, and every
+/// other member validated and skipped, without building a JSON value or running the Codable decoder (the value tree
+/// and the decoder were a sixth of a cache hit that no memo serves).
+///
+/// nil for anything but the plain shape: another method, no id, a member given twice, a params member of another
+/// type, a number or raw value where a string is wanted, anything malformed. The caller then parses the line the
+/// usual way (`RPCEnvelope.parse`, `ProtocolCoding`), which accepts or refuses it and says why; what this accepts,
+/// that parses and decodes to the same request (ProtocolTests' SilentParamsReadingTests).
+public struct SilentRequestLine: Sendable {
+    /// The id as written (a string with its quotes, a number, or null): what the answer echoes.
+    public var id: String
+    public var params: AcquireTokenSilentlyParams
+
+    public init?(_ line: [UInt8]) {
+        var reader = JSONReader(line)
+        var version = false, method = false, id: String?, params: AcquireTokenSilentlyParams?
+        do {
+            guard try reader.peekKind() == .object else { return nil }
+            try reader.readMembers(Self.members) { (index, reader) throws(JSONReadError) in
+                switch (index, try reader.peekKind()) {
+                case (0, .string): version = try reader.readString() == "2.0"
+                case (1, .string): method = try reader.readString() == BrokerMethod.acquireTokenSilently.rawValue
+                case (2, .string), (2, .number), (2, .null): id = try reader.readRaw()
+                case (3, .object): params = try AcquireTokenSilentlyParams(reading: &reader)
+                default: throw notPlain
+                }
+            }
+            try reader.expectEnd()
+        } catch {
+            return nil
+        }
+        guard version, method, let id, let params else { return nil }
+        self.id = id
+        self.params = params
+    }
+
+    private static let members = ["jsonrpc", "method", "id", "params"]
+}
+
+/// Thrown inside a read to leave it: the line is not the plain shape (the caller parses it the usual way).
+private let notPlain = JSONReadError(message: "not the plain shape of the request", offset: 0)
+
 extension AcquireTokenSilentlyParams {
-    /// The params of the usual request, read member by member without the Codable decoder (a fifth of a cache hit
-    /// that no memo serves went to it). nil for anything but the plain shape: a member given twice, a value of
-    /// another type, a number or raw value where a string is wanted. The caller then decodes with `ProtocolCoding`,
-    /// which accepts or refuses it and says why; what this accepts, that decodes to the same value (ProtocolTests).
-    public init?(plain params: JSONValue?) {
-        guard case .object(let object)? = params, object.members.count <= 32 else { return nil }
+    /// The params object at the reader, read member by member; nil (the reader then stands anywhere) for anything
+    /// but the plain shape. Members it does not know are skipped, as the decoder ignores them.
+    public init?(reading reader: inout JSONReader) throws(JSONReadError) {
         var clientId: String?, authority: String?, scopes: [String]?, resource: String?, account: AccountReference?
         var forceRefresh: Bool?, claims: String?, correlationId: String?
-        // A member given twice: the params have a few members (past 32 the decoder reads them), found in a list.
-        var seen: [String] = []
-        seen.reserveCapacity(object.members.count)
-        for member in object.members {
-            guard !seen.contains(member.key) else { return nil }
-            seen.append(member.key)
-            let value = member.value
-            switch member.key {
-            case "clientId": guard case .string(let text) = value else { return nil }; clientId = text
-            case "authority": guard Self.optionalString(value, into: &authority) else { return nil }
-            case "resource": guard Self.optionalString(value, into: &resource) else { return nil }
-            case "claims": guard Self.optionalString(value, into: &claims) else { return nil }
-            case "correlationId": guard Self.optionalString(value, into: &correlationId) else { return nil }
-            case "forceRefresh":
-                switch value {
-                case .null: forceRefresh = nil
-                case .bool(let flag): forceRefresh = flag
-                default: return nil
+        do {
+            try reader.readMembers(Self.members) { (index, reader) throws(JSONReadError) in
+                let kind = try reader.peekKind()
+                switch (Self.members[index], kind) {
+                case ("clientId", .string): clientId = try reader.readString()
+                case ("authority", _): authority = try Self.optionalString(kind, &reader)
+                case ("resource", _): resource = try Self.optionalString(kind, &reader)
+                case ("claims", _): claims = try Self.optionalString(kind, &reader)
+                case ("correlationId", _): correlationId = try Self.optionalString(kind, &reader)
+                case ("forceRefresh", .null): try reader.skipValue()
+                case ("forceRefresh", .bool): forceRefresh = try reader.readValue() == .bool(true)
+                case ("scopes", .array):
+                    var list: [String] = []
+                    try reader.readArray { (reader) throws(JSONReadError) in
+                        guard try reader.peekKind() == .string else { throw notPlain }
+                        list.append(try reader.readString())
+                    }
+                    scopes = list
+                case ("account", _): account = try AccountReference(reading: &reader, kind: kind)
+                default: throw notPlain
                 }
-            case "scopes":
-                guard case .array(let items) = value else { return nil }
-                var list: [String] = []
-                list.reserveCapacity(items.count)
-                for item in items {
-                    guard case .string(let scope) = item else { return nil }
-                    list.append(scope)
-                }
-                scopes = list
-            case "account":
-                guard let reference = AccountReference(plain: value) else { return nil }
-                account = reference
-            default:
-                continue  // as the decoder: members it does not know are ignored
             }
+        } catch let error where error == notPlain || error == JSONReader.repeatedMember {
+            return nil
         }
         guard let clientId, let scopes, let account else { return nil }
         self.init(clientId: clientId, authority: authority, scopes: scopes, account: account, forceRefresh: forceRefresh,
                   claims: claims, correlationId: correlationId, resource: resource)
     }
 
-    private static func optionalString(_ value: JSONValue, into slot: inout String?) -> Bool {
-        switch value {
-        case .null: slot = nil
-        case .string(let text): slot = text
-        default: return false
+    private static let members = ["clientId", "authority", "resource", "claims", "correlationId", "forceRefresh", "scopes",
+                                  "account"]
+
+    private static func optionalString(_ kind: JSONReader.Kind, _ reader: inout JSONReader) throws(JSONReadError) -> String? {
+        switch kind {
+        case .null:
+            try reader.skipValue()
+            return nil
+        case .string: return try reader.readString()
+        default: throw notPlain
         }
-        return true
     }
 }
 
 extension AccountReference {
-    /// A bare string, or an object with homeAccountId and/or username as strings; nil for anything else.
-    init?(plain value: JSONValue) {
-        switch value {
-        case .string(let text):
-            self.init(text)
-        case .object(let object):
-            guard object.members.count <= 32 else { return nil }
-            var homeAccountId: String?, username: String?, seen: [String] = []
-            for member in object.members {
-                guard !seen.contains(member.key) else { return nil }
-                seen.append(member.key)
-                switch (member.key, member.value) {
-                case ("homeAccountId", .string(let text)): homeAccountId = text
-                case ("username", .string(let text)): username = text
-                case ("homeAccountId", .null), ("username", .null): continue
-                case ("homeAccountId", _), ("username", _): return nil
-                default: continue
+    /// A bare string, or an object with homeAccountId and/or username as strings (or null); anything else is not
+    /// the plain shape.
+    init(reading reader: inout JSONReader, kind: JSONReader.Kind) throws(JSONReadError) {
+        switch kind {
+        case .string:
+            self.init(try reader.readString())
+        case .object:
+            var homeAccountId: String?, username: String?
+            try reader.readMembers(["homeAccountId", "username"]) { (index, reader) throws(JSONReadError) in
+                switch try reader.peekKind() {
+                case .null: try reader.skipValue()
+                case .string:
+                    let text = try reader.readString()
+                    if index == 0 { homeAccountId = text } else { username = text }
+                default: throw notPlain
                 }
             }
-            guard homeAccountId != nil || username != nil else { return nil }
+            guard homeAccountId != nil || username != nil else { throw notPlain }
             self.init(homeAccountId: homeAccountId, username: username)
         default:
-            return nil
+            throw notPlain
         }
     }
 }

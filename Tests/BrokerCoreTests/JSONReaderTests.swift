@@ -15,6 +15,46 @@ final class JSONReaderTests: XCTestCase {
         }
     }
 
+    // MARK: Skipping
+
+    /// `skipValue` accepts what `readValue` accepts, refuses what it refuses (at the same byte), and ends where it
+    /// ends: on well-formed values and on each of them cut short or with a byte changed.
+    func testSkippingAValueIsReadingItWithoutKeepingIt() {
+        let samples = [
+            #"{"a":"plain","b":[1,-2.5e3,true,false,null],"c":{"d":"esc\"aped\u00e9","e":[]},"f":"é ü 漢字"}"#,
+            #"["\ud83d\ude00", "x\/y", {"k": {}}, 0, -0.0, 1E+2]"#,
+            #""a string with \n and \t""#, "12345", "null", "true",
+        ]
+        var generator = SystemRandomNumberGenerator()
+        func outcome(_ bytes: [UInt8], skip: Bool) -> (Int?, JSONReadError?) {
+            var reader = JSONReader(bytes)
+            do {
+                if skip { try reader.skipValue() } else { _ = try reader.readValue() }
+                return (reader.offset, nil)
+            } catch {
+                return (nil, error)
+            }
+        }
+        for sample in samples {
+            let bytes = Array(sample.utf8)
+            XCTAssertNil(outcome(bytes, skip: true).1, sample)
+            var variants = [bytes]
+            for cut in 0..<bytes.count { variants.append(Array(bytes[..<cut])) }
+            let replacements: [UInt8] = [0x22, 0x5C, 0x01, 0xFF, 0xC3, 0x7D, 0x5D, 0x2C, 0x20, 0x61]
+            for _ in 0..<300 {
+                var changed = bytes
+                changed[Int.random(in: 0..<changed.count, using: &generator)] = replacements.randomElement(using: &generator)!
+                variants.append(changed)
+            }
+            for variant in variants {
+                let (skipped, skipError) = outcome(variant, skip: true)
+                let (read, readError) = outcome(variant, skip: false)
+                XCTAssertEqual(skipped, read, String(decoding: variant, as: UTF8.self))
+                XCTAssertEqual(skipError, readError, String(decoding: variant, as: UTF8.self))
+            }
+        }
+    }
+
     // MARK: Strict vs lenient
 
     func testByteOrderMarkOnlyAcceptedWhenLenient() throws {

@@ -36,6 +36,10 @@ final class TokenResponseTextTests: XCTestCase {
             XCTAssertEqual(direct, encoded, "round \(round)")
             // What the front end keeps of it answers a later call with that call's correlation id.
             var again = try XCTUnwrap(Broker1Methods.tokenResponseHead(given, preferredUsername: username), "round \(round)")
+            if JSONWriter.needsNoEscape(given.accessToken), JSONWriter.needsNoEscape(idToken) {
+                XCTAssertEqual(Broker1Methods.tokenResponseHead(given, preferredUsername: username, tokensNeedNoEscape: true),
+                               again, "round \(round): tokens copied as they are")
+            }
             let later = odd.randomElement()! + UUID().uuidString
             Broker1Methods.finishTokenResponse(&again, correlationId: later)
             XCTAssertEqual(String(decoding: again, as: UTF8.self),

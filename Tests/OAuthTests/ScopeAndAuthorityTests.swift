@@ -26,6 +26,17 @@ final class ScopesTests: XCTestCase {
                            scopes: ["b.Read", "A.read", "c"], lastUsed: 1)
         XCTAssertEqual(use.key, "client-a uid.utid https://login.example/t a.read b.read c")
         XCTAssertEqual(TokenUse(clientId: "c", homeAccountId: "h", authority: "a", scopes: [], lastUsed: 1).key, "c h a")
+        // Written byte by byte: the same key as the fields lowercased and joined, for ASCII and for any other text.
+        let parts = ["", "A", "Zz@[`{", "ÀÉÎ", "İstanbul", "straße", "ΣΑΣ", "User.Read", "x y"]
+        for client in parts {
+            for scopes in [[], [parts.randomElement()!], [parts.randomElement()!, parts.randomElement()!, "M"]] {
+                let use = TokenUse(clientId: client, homeAccountId: parts.randomElement()!, authority: parts.randomElement()!,
+                                   scopes: scopes, lastUsed: 1)
+                let joined = ([use.clientId, use.homeAccountId, use.authority].map { $0.lowercased() }
+                    + use.scopes.map { $0.lowercased() }.sorted()).joined(separator: " ")
+                XCTAssertEqual(use.key, joined)
+            }
+        }
     }
 
     func testRequestedKeepsDefaultScopesAsWritten() {

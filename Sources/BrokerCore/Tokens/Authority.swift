@@ -10,8 +10,14 @@ public struct Authority: Sendable, Equatable {
 
     public var url: String
     public var environment: String
-    public var tenant: String
-    public var kind: Kind
+    public private(set) var tenant: String
+    public private(set) var kind: Kind
+    /// Whether the tenant stands for "the account's home tenant" in silent requests (MSAL's rule). Worked out once,
+    /// here, as `namesTenantByDomain` is: every cache hit asks both, of an authority its memo keeps.
+    public private(set) var isTenantAlias = false
+    /// An Entra tenant named by its domain (…/contoso.example): tokens are filed under the tenant id, which the
+    /// tenant's discovery document gives (and NetworkMemory remembers).
+    public private(set) var namesTenantByDomain = false
     /// The B2C policy (user flow), lower-cased.
     public var policy: String?
 
@@ -48,6 +54,8 @@ public struct Authority: Sendable, Equatable {
             kind = .oidc
             tenant = path.first ?? ""
         }
+        isTenantAlias = kind == .entra && Self.tenantAliases.contains(tenant.lowercased())
+        namesTenantByDomain = kind == .entra && !isTenantAlias && !Self.isGUID(tenant)
     }
 
     /// A path that names an Entra tenant (common, organizations, consumers or a GUID) and nothing more: on a host
@@ -58,12 +66,6 @@ public struct Authority: Sendable, Equatable {
         return Self.tenantAliases.contains(only) || Self.isGUID(only)
     }
 
-    /// An Entra tenant named by its domain (…/contoso.example): tokens are filed under the tenant id, which the
-    /// tenant's discovery document gives (and NetworkMemory remembers).
-    public var namesTenantByDomain: Bool { kind == .entra && !isTenantAlias && !Self.isGUID(tenant) }
-
-    /// Whether the tenant stands for "the account's home tenant" in silent requests (MSAL's rule).
-    public var isTenantAlias: Bool { kind == .entra && Self.tenantAliases.contains(tenant.lowercasedIfNeeded) }
 
     /// Where the discovery document hangs: Entra and B2C publish v2.0 metadata under `<authority>/v2.0`.
     public var discoveryBase: String {
