@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// Why a JSON text could not be read, with the byte offset where reading stopped.
 public struct JSONReadError: Error, Sendable, Equatable, CustomStringConvertible {
     public var message: String
@@ -149,12 +155,55 @@ public struct JSONReader {
     public mutating func readMembers(_ keys: [String], _ member: (Int, inout JSONReader) throws(JSONReadError) -> Void)
         throws(JSONReadError) {
         var seen: UInt64 = 0
-        try readObject { (key, reader) throws(JSONReadError) in
-            guard let index = keys.firstIndex(of: key) else { return try reader.skipValue() }
-            guard seen & (1 << index) == 0 else { throw Self.repeatedMember }
-            seen |= 1 << index
-            try member(index, &reader)
+        try enter()
+        try expect(UInt8(ascii: "{"))
+        skipWhitespace()
+        if consume(UInt8(ascii: "}")) { depth -= 1; return }
+        while true {
+            skipWhitespace()
+            let index = try readKey(among: keys)
+            skipWhitespace()
+            try expect(UInt8(ascii: ":"))
+            if let index {
+                guard seen & (1 << index) == 0 else { throw Self.repeatedMember }
+                seen |= 1 << index
+                try member(index, &self)
+            } else {
+                try skipValue()
+            }
+            skipWhitespace()
+            if consume(UInt8(ascii: ",")) {
+                skipWhitespace()
+                if lenient, consume(UInt8(ascii: "}")) { break }
+                continue
+            }
+            try expect(UInt8(ascii: "}"))
+            break
         }
+        depth -= 1
+    }
+
+    /// Which of `keys` the member's key is, nil for none: a plain ASCII key without escapes is compared where it lies
+    /// (most members are skipped, and making each key a String cost more than skipping its value); any other is read
+    /// as `readString` reads it, with its errors.
+    private mutating func readKey(among keys: [String]) throws(JSONReadError) -> Int? {
+        if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
+            let run = scanRun(from: position + 1)
+            if !run.nonASCII, run.end < bytes.count, bytes[run.end] == UInt8(ascii: "\"") {
+                let start = position + 1, count = run.end - start
+                position = run.end + 1
+                return bytes.withUnsafeBufferPointer { buffer in
+                    keys.firstIndex { key in
+                        var key = key
+                        return key.withUTF8 { wanted in
+                            wanted.count == count && (count == 0 || memcmp(wanted.baseAddress!, buffer.baseAddress! + start, count) == 0)
+                        }
+                    }
+                }
+            }
+        }
+        let key = try readString()
+        return keys.firstIndex(of: key)
     }
 
     /// Validates one value and moves past it, keeping nothing: what `readValue` accepts, this accepts, and throws

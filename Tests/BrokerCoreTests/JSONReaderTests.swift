@@ -55,6 +55,40 @@ final class JSONReaderTests: XCTestCase {
         }
     }
 
+    /// `readMembers` hands over what `readObject` hands over for the keys it names, skips the rest, refuses a named key
+    /// given twice, and fails where `readObject` fails: keys plain, escaped (`\u0061` for `a`), non-ASCII or empty.
+    func testReadingNamedMembersIsReadingTheObject() {
+        let keys = ["a", "é", "", "long-key-of-more-than-fifteen-bytes"]
+        let objects = [
+            #"{"a":1,"b":[2],"é":"x","":null,"long-key-of-more-than-fifteen-bytes":{"a":2}}"#,
+            #"{"\u0061":true, "b" : "s" ,"c":{}}"#, #"{}"#, #"{"b":1}"#, #"{"a":1,"a":2}"#, #"{"b":1,"b":2}"#,
+            #"{"a":1,}"#, #"{"a" 1}"#, #"{"a":1"#, #"{a:1}"#, #"{"\x":1}"#, "{\"\u{1}\":1}",
+        ]
+        for object in objects {
+            var named: [String] = [], everyMember: [String] = []
+            var reader = JSONReader(Array(object.utf8))
+            var namedError: JSONReadError?, objectError: JSONReadError?
+            do {
+                try reader.readMembers(keys) { (index, reader) throws(JSONReadError) in
+                    named.append("\(keys[index])=\(try reader.readValue())")
+                }
+            } catch { namedError = error }
+            var other = JSONReader(Array(object.utf8))
+            do {
+                try other.readObject { (key, reader) throws(JSONReadError) in
+                    let value = try reader.readValue()
+                    if keys.contains(key) { everyMember.append("\(key)=\(value)") }
+                }
+            } catch { objectError = error }
+            if Set(everyMember.map { $0.split(separator: "=")[0] }).count < everyMember.count {
+                XCTAssertEqual(namedError, JSONReader.repeatedMember, object)
+            } else {
+                XCTAssertEqual(namedError, objectError, object)
+                if objectError == nil { XCTAssertEqual(named, everyMember, object) }
+            }
+        }
+    }
+
     // MARK: Strict vs lenient
 
     func testByteOrderMarkOnlyAcceptedWhenLenient() throws {
