@@ -91,10 +91,11 @@ extension Broker {
                                               accountText: (@Sendable (AccountSummary) -> [UInt8]?)? = nil) -> CachedHit? {
         guard !request.forceRefresh, request.claims == nil else { return nil }
         let now = now()
-        // As a reader first: once its memos are made, a hit writes nothing but its use, once a second.
+        // As a reader first: once its memos are made, a hit writes nothing; its use, once a minute, waits for the
+        // next writer.
         switch cell.withReadLock({ readHit(request, now: now, accountText: accountText, in: $0) }) {
         case .hit(let hit, let use):
-            if let use { cell.withLock { $0.cache.noteUse(use) } }
+            if let use { cell.noteUseLater(use) }
             return CachedHit(hit)
         case .none: return nil
         case .needsWriter: break
