@@ -120,8 +120,8 @@ extension TokenCache {
 
     /// How stale a cache hit may leave its use's time in memory. Only the background refresh reads it, as "used in
     /// the last hours" (`recentWindowSeconds`), so a minute changes nothing it decides. Coarser than the second, a
-    /// hit needs the writer's lock for its use once a minute, not once a second: under varied hits over thousands
-    /// of tokens, nearly every hit was the first of its use in its second.
+    /// hit hands its use to the writer once a minute, not once a second: under varied hits over thousands of
+    /// tokens, nearly every hit was the first of its use in its second.
     public static let hitUseResolution: Int64 = 60
 
     /// Whether a hit may leave `use` unnoted: the same use is noted, at most `hitUseResolution` seconds before it (a

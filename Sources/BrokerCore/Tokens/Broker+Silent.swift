@@ -127,7 +127,7 @@ extension Broker {
     }
 
     fileprivate enum ReadLookup {
-        /// The hit, and its use when the cache has not noted it in this second.
+        /// The hit, and its use when the cache has not noted it within `TokenCache.hitUseResolution`.
         case hit(LockedHit, use: TokenUse?)
         case none
         /// The hit needs a write before it can be answered: a memo to make (the authority, the account's text), an
