@@ -78,13 +78,21 @@ public struct JSONReader {
     /// Walks an object, handing each key and the reader (positioned at the member's value) to `member`,
     /// which must consume exactly one value.
     public mutating func readObject(_ member: (String, inout JSONReader) throws(JSONReadError) -> Void) throws(JSONReadError) {
+        try walkObject({ (reader) throws(JSONReadError) in try reader.readString() }, member)
+    }
+
+    /// An object's members, each key read by `readKey` (a String, or which of the keys asked for) and handed to
+    /// `member` with the reader at its value.
+    private mutating func walkObject<Key>(_ readKey: (inout JSONReader) throws(JSONReadError) -> Key,
+                                          _ member: (Key, inout JSONReader) throws(JSONReadError) -> Void)
+        throws(JSONReadError) {
         try enter()
         try expect(UInt8(ascii: "{"))
         skipWhitespace()
         if consume(UInt8(ascii: "}")) { depth -= 1; return }
         while true {
             skipWhitespace()
-            let key = try readString()
+            let key = try readKey(&self)
             skipWhitespace()
             try expect(UInt8(ascii: ":"))
             try member(key, &self)
@@ -155,32 +163,12 @@ public struct JSONReader {
     public mutating func readMembers(_ keys: [String], _ member: (Int, inout JSONReader) throws(JSONReadError) -> Void)
         throws(JSONReadError) {
         var seen: UInt64 = 0
-        try enter()
-        try expect(UInt8(ascii: "{"))
-        skipWhitespace()
-        if consume(UInt8(ascii: "}")) { depth -= 1; return }
-        while true {
-            skipWhitespace()
-            let index = try readKey(among: keys)
-            skipWhitespace()
-            try expect(UInt8(ascii: ":"))
-            if let index {
-                guard seen & (1 << index) == 0 else { throw Self.repeatedMember }
-                seen |= 1 << index
-                try member(index, &self)
-            } else {
-                try skipValue()
-            }
-            skipWhitespace()
-            if consume(UInt8(ascii: ",")) {
-                skipWhitespace()
-                if lenient, consume(UInt8(ascii: "}")) { break }
-                continue
-            }
-            try expect(UInt8(ascii: "}"))
-            break
+        try walkObject({ (reader) throws(JSONReadError) in try reader.readKey(among: keys) }) { (index, reader) throws(JSONReadError) in
+            guard let index else { return try reader.skipValue() }
+            guard seen & (1 << index) == 0 else { throw Self.repeatedMember }
+            seen |= 1 << index
+            try member(index, &reader)
         }
-        depth -= 1
     }
 
     /// Which of `keys` the member's key is, nil for none: a plain ASCII key without escapes is compared where it lies

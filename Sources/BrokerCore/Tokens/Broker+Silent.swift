@@ -156,13 +156,7 @@ extension Broker {
         }
         let use = TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
                            scopes: plan.scopes, lastUsed: now)
-        let token = tokens.accessToken
-        let freshness = HitFreshness(generation: contents.generation,
-                                     until: min(token.expiresOn - expiryBufferSeconds, token.refreshOn ?? .max),
-                                     use: use)
-        return .hit(LockedHit(token: token, idToken: tokens.idToken, idTokenUsername: tokens.preferredUsername,
-                              tokensNeedNoEscape: tokens.tokensNeedNoEscape, hid: plan.hid,
-                              authority: plan.authority.url, username: username, accountText: text, freshness: freshness),
+        return .hit(LockedHit(tokens, plan: plan, use: use, generation: contents.generation, username: username, text: text),
                     use: contents.cache.isNoted(use) ? nil : use)
     }
 
@@ -197,13 +191,7 @@ extension Broker {
         let use = TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
                            scopes: plan.scopes, lastUsed: now)
         contents.cache.noteUse(use)
-        let token = tokens.accessToken
-        let freshness = HitFreshness(generation: contents.generation,
-                                     until: min(token.expiresOn - expiryBufferSeconds, token.refreshOn ?? .max),
-                                     use: use)
-        return .hit(LockedHit(token: token, idToken: tokens.idToken, idTokenUsername: tokens.preferredUsername,
-                              tokensNeedNoEscape: tokens.tokensNeedNoEscape, hid: plan.hid,
-                              authority: plan.authority.url, username: username, accountText: text, freshness: freshness))
+        return .hit(LockedHit(tokens, plan: plan, use: use, generation: contents.generation, username: username, text: text))
     }
 
     /// What a hit takes out of the lock: the answer is put together after it (`CachedHit(_:)`), so that splitting the
@@ -218,6 +206,21 @@ extension Broker {
         var username: String
         var accountText: [UInt8]?
         var freshness: HitFreshness
+
+        /// The hit `readHit` and `cachedHit` both give, once the account's text is known.
+        init(_ tokens: (accessToken: CachedAccessToken, idToken: String?, preferredUsername: String?, tokensNeedNoEscape: Bool),
+             plan: SilentPlan, use: TokenUse, generation: UInt64, username: String, text: [UInt8]?) {
+            token = tokens.accessToken
+            idToken = tokens.idToken
+            idTokenUsername = tokens.preferredUsername
+            tokensNeedNoEscape = tokens.tokensNeedNoEscape
+            hid = plan.hid
+            authority = plan.authority.url
+            self.username = username
+            accountText = text
+            freshness = HitFreshness(generation: generation,
+                                     until: min(token.expiresOn - expiryBufferSeconds, token.refreshOn ?? .max), use: use)
+        }
     }
 
     /// Whether a hit's answer is still the answer, and if so, the hit is noted as a use (at most once a second, the
