@@ -9,8 +9,8 @@ public struct TokenUse: Sendable, Equatable {
     public var lastUsed: Int64
 
     /// The fields lowercased, the scopes sorted, joined by spaces. Every cache hit looks its use up by this key, so
-    /// it is written byte by byte into one buffer, ASCII lowered as it is copied (the usual case; other text goes
-    /// through `lowercased()`): joining lowered strings cost a hit more than its token lookup.
+    /// it is written into one buffer, each part copied and then ASCII lowered in place (the usual case; other text
+    /// goes through `lowercased()`): joining lowered strings cost a hit more than its token lookup.
     package var key: String {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(clientId.utf8.count + homeAccountId.utf8.count + authority.utf8.count
