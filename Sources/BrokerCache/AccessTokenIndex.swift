@@ -4,20 +4,31 @@ import BrokerJSON
 /// once, lowercased, and named by a number. Never shrinks: it holds what the cache has held, which is bounded by the
 /// distinct values (a few per account), not by the tokens.
 struct StringTable: Sendable {
+    /// By the lowercase form, and by each other form seen (an alias of the same number): a form met before is found
+    /// with one lookup, without lowering it again (a scope such as `User.Read` is interned for every token holding it).
     private var numbers: [String: UInt32] = [:]
     private var strings: [String] = []
 
     mutating func intern(_ text: String) -> UInt32 {
+        if let number = numbers[text] { return number }
         let lower = text.lowercasedIfNeeded
-        if let number = numbers[lower] { return number }
+        if let number = numbers[lower] {
+            numbers[text] = number
+            return number
+        }
         let number = UInt32(strings.count)
         strings.append(lower)
         numbers[lower] = number
+        if lower != text { numbers[text] = number }
         return number
     }
 
     /// The number of a string already held (compared ignoring case), without adding it.
-    func number(of text: String) -> UInt32? { numbers[text.lowercasedIfNeeded] }
+    func number(of text: String) -> UInt32? {
+        if let number = numbers[text] { return number }
+        let lower = text.lowercasedIfNeeded
+        return lower == text ? nil : numbers[lower]
+    }
 
     subscript(number: UInt32) -> String { strings[Int(number)] }
 }
@@ -136,22 +147,52 @@ struct AccessTokenIndex: Sendable {
     var strings = StringTable()
     private var buckets: [Bucket: AccessTokenBucket] = [:]
 
-    /// Sizes a bucket for each account and client of `entities` before a load files them all: grown one token at a
-    /// time, a bucket of 10 tokens had room for 16 (8 MiB of a loaded cache of 100,000 tokens).
-    mutating func reserve<Entities: Collection<CacheEntity>>(for entities: Entities) {
+    /// Files every access token of a section as a load reads it: each bucket sized for its tokens first (grown one
+    /// token at a time, a bucket of 10 tokens had room for 16: 8 MiB of a loaded cache of 100,000 tokens), each
+    /// token's account and client interned once.
+    mutating func insertAll(_ section: [String: CacheEntity]) {
         var counts: [Bucket: Int] = [:]
-        for entity in entities {
-            guard let hid = entity.homeAccountId else { continue }
-            counts[Bucket(account: strings.intern(hid), client: strings.intern(entity.clientId ?? "")), default: 0] += 1
+        let filing = section.values.map { entity -> Bucket? in
+            guard let bucket = bucket(for: entity) else { return nil }
+            counts[bucket, default: 0] += 1
+            return bucket
         }
         buckets.reserveCapacity(buckets.count + counts.count)
         for (bucket, count) in counts where buckets[bucket] == nil { buckets[bucket] = AccessTokenBucket(capacity: count) }
+        // The scopes of each target text, split and numbered once: a cache's tokens hold a few sets of scopes.
+        var scopesOfTarget: [String: [UInt32]] = [:]
+        // A dictionary not changed in between gives its members in the same order.
+        for ((key, entity), bucket) in zip(section, filing) {
+            guard let bucket else { continue }
+            let scopes: [UInt32]
+            if case .string(let target)? = entity.fields["target"] {
+                if let known = scopesOfTarget[target] {
+                    scopes = known
+                } else {
+                    scopes = scopeNumbers(entity)
+                    scopesOfTarget[target] = scopes
+                }
+            } else {
+                scopes = scopeNumbers(entity)
+            }
+            insert(key, entity, into: bucket, scopes: scopes)
+        }
     }
 
     mutating func insert(_ key: String, _ entity: CacheEntity) {
-        guard let hid = entity.homeAccountId else { return }
-        let bucket = Bucket(account: strings.intern(hid), client: strings.intern(entity.clientId ?? ""))
-        let scopes = Self.sortedOnce(entity.target.map { strings.intern($0) })
+        if let bucket = bucket(for: entity) { insert(key, entity, into: bucket, scopes: scopeNumbers(entity)) }
+    }
+
+    private mutating func scopeNumbers(_ entity: CacheEntity) -> [UInt32] {
+        Self.sortedOnce(entity.target.map { strings.intern($0) })
+    }
+
+    private mutating func bucket(for entity: CacheEntity) -> Bucket? {
+        guard let hid = entity.homeAccountId else { return nil }
+        return Bucket(account: strings.intern(hid), client: strings.intern(entity.clientId ?? ""))
+    }
+
+    private mutating func insert(_ key: String, _ entity: CacheEntity, into bucket: Bucket, scopes: [UInt32]) {
         buckets[bucket, default: AccessTokenBucket()].append(
             IndexedAccessToken(key: key, entity: entity), answer: CachedAccessToken(entity),
             environment: strings.intern(entity.environment ?? ""), realm: strings.intern(entity.realm ?? ""),

@@ -104,18 +104,37 @@ public struct CacheDocument: Sendable, Equatable {
 
     private static func readEntity(_ reader: inout JSONReader, sharing shared: inout SharedValues) throws(JSONReadError)
         -> CacheEntity {
-        var fields = JSONObject()
-        try reader.readObject { (name, reader) throws(JSONReadError) in
-            let value: JSONValue = CacheEntity.interpretedFields.contains(name)
-                ? shared.share(try reader.readValue(), of: name) : .raw(try readVerbatim(&reader))
-            fields[shared.name(name)] = value
+        // Read into a buffer used for every entry, then copied once to its size: held for as long as the cache runs,
+        // an entry keeps no room to spare (grown one field at a time, an access token's fields had room for 16),
+        // except for a secret the database keeps apart and puts back (`CacheAssembler.add`).
+        var members = shared.takeScratch()
+        var seen: UInt64 = 0
+        try reader.readObject(CacheEntity.interpretedFieldTable) { (key, reader) throws(JSONReadError) in
+            let name: String, value: JSONValue, repeated: Bool
+            switch key {
+            case .name(let index):
+                // Interpreted: read as a value. The table's names are constants: an entry holds none of its own.
+                name = CacheEntity.interpretedFieldTable.names[index]
+                value = shared.share(try reader.readValue(), field: index)
+                repeated = seen & (1 << index) != 0
+                seen |= 1 << index
+            case .other(let text):
+                name = shared.name(text)
+                value = .raw(try readVerbatim(&reader))
+                repeated = members.contains { $0.key == text }
+            }
+            // A field given twice keeps its first place and its last value (as json.loads reads it).
+            if repeated, let at = members.firstIndex(where: { $0.key == name }) {
+                members[at].value = value
+            } else {
+                members.append(JSONObject.Member(key: name, value: value))
+            }
         }
-        // Held for as long as the cache runs: no room to spare (grown one field at a time, an access token's fields
-        // had room for 16), except for a secret the database keeps apart and puts back (`CacheAssembler.add`).
-        var members: [JSONObject.Member] = []
-        members.reserveCapacity(fields.members.count + (fields["secret"] == nil ? 1 : 0))
-        members.append(contentsOf: fields.members)
-        return CacheEntity(fields: JSONObject(members))
+        var exact: [JSONObject.Member] = []
+        exact.reserveCapacity(members.count + (seen & CacheEntity.secretFieldBit == 0 ? 1 : 0))
+        exact.append(contentsOf: members)
+        shared.returnScratch(members)
+        return CacheEntity(fields: JSONObject(exact))
     }
 
     /// A value kept as its text. Byte-for-byte when it is strict JSON; a value only the lenient reader accepts
@@ -252,23 +271,38 @@ public struct CacheDocument: Sendable, Equatable {
 /// tokens held besides its secrets. Only for a parse: it holds what it has shared until it is dropped.
 public struct SharedValues: Sendable {
     private var strings: Set<String> = []
+    /// The value each shared field had in the entry read last: entries are mostly read in key order, where an
+    /// account's entries follow each other, and comparing with it is cheaper than hashing.
+    private var lastShared: [String?] = Array(repeating: nil, count: CacheEntity.sharedFieldCount)
+    /// The members of the entry being read (`CacheDocument.readEntity`), kept for the next one.
+    private var scratch: [JSONObject.Member] = []
 
     public init() {}
 
-    /// A field's name, held once when it is too long to be held inline (`extended_expires_on`,
-    /// `last_modification_time`, `local_account_id`).
+    /// A field's name, held once when it is too long to be held inline (fields brokerd does not interpret).
     mutating func name(_ field: String) -> String {
         field.utf8.count > 15 ? strings.insert(field).memberAfterInsert : field
     }
 
-    mutating func share(_ value: JSONValue, of field: String) -> JSONValue {
-        // Strings of up to 15 bytes are held inline and cost no allocation; the fields below are the ones repeated.
-        guard case .string(let text) = value, text.utf8.count > 15 else { return value }
-        switch field {
-        case "home_account_id", "environment", "client_id", "realm", "target":
-            return .string(strings.insert(text).memberAfterInsert)
-        default:
-            return value
-        }
+    /// The value of the interpreted field `field` (its index in `CacheEntity.interpretedFieldTable`), held once when
+    /// the field is one whose values repeat: home_account_id, environment, client_id, realm and target.
+    mutating func share(_ value: JSONValue, field: Int) -> JSONValue {
+        // Strings of up to 15 bytes are held inline and cost no allocation.
+        guard field < CacheEntity.sharedFieldCount, case .string(let text) = value, text.utf8.count > 15 else { return value }
+        if let last = lastShared[field], last == text { return .string(last) }
+        let held = strings.insert(text).memberAfterInsert
+        lastShared[field] = held
+        return .string(held)
+    }
+
+    mutating func takeScratch() -> [JSONObject.Member] {
+        var members: [JSONObject.Member] = []
+        swap(&members, &scratch)
+        members.removeAll(keepingCapacity: true)
+        return members
+    }
+
+    mutating func returnScratch(_ members: consuming [JSONObject.Member]) {
+        scratch = members
     }
 }

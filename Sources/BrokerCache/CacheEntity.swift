@@ -23,13 +23,16 @@ public struct CacheEntity: Sendable, Equatable {
         self.fields = fields
     }
 
-    /// Fields whose values brokerd reads; anything else stays verbatim.
-    static let interpretedFields: Set<String> = [
-        "home_account_id", "environment", "credential_type", "client_id", "secret", "realm", "target",
-        "cached_at", "expires_on", "extended_expires_on", "ext_expires_on", "refresh_on", "token_type",
-        "key_id", "kid", "family_id", "last_modification_time", "local_account_id", "username",
+    /// The fields brokerd reads as values; any other is kept as its text. The first `sharedFieldCount` are the ones
+    /// whose values entries repeat (`SharedValues`).
+    static let interpretedFieldTable = JSONKeyTable([
+        "home_account_id", "environment", "client_id", "realm", "target",
+        "credential_type", "secret", "cached_at", "expires_on", "extended_expires_on", "ext_expires_on", "refresh_on",
+        "token_type", "key_id", "kid", "family_id", "last_modification_time", "local_account_id", "username",
         "authority_type", "name", "given_name", "family_name", "client_info", "account_source",
-    ]
+    ])
+    static let sharedFieldCount = 5
+    static let secretFieldBit: UInt64 = 1 << interpretedFieldTable.index(of: "secret")!
 
     static let timestampFields: [String] = [
         "cached_at", "expires_on", "extended_expires_on", "ext_expires_on", "refresh_on", "last_modification_time",

@@ -29,8 +29,9 @@ public enum CacheRowValue: Sendable {
 
 extension TokenCache {
     /// A cache as persisted: the document, brokerd's state and token uses. Nothing is marked changed.
-    public init(document: CacheDocument, state: BrokerState, aliases: EnvironmentAliases = EnvironmentAliases()) {
-        self.init(document: document, aliases: aliases)
+    public init(document: CacheDocument, state: BrokerState, aliases: EnvironmentAliases = EnvironmentAliases(),
+                entryKeys: (() -> EntryKeys)? = nil) {
+        self.init(document: document, aliases: aliases, entryKeys: entryKeys)
         self.state = state
         changedRows = []
     }
@@ -89,8 +90,9 @@ extension TokenCache {
     }
 
     /// A cache as persisted with what the network had told brokerd (nothing marked changed).
-    public init(document: CacheDocument, state: BrokerState, learned: NetworkMemory) {
-        self.init(document: document, state: state)
+    /// `entryKeys` as for `init(document:aliases:entryKeys:)`.
+    public init(document: CacheDocument, state: BrokerState, learned: NetworkMemory, entryKeys: (() -> EntryKeys)? = nil) {
+        self.init(document: document, state: state, entryKeys: entryKeys)
         self.learned = learned
         for (key, fact) in learned.facts where NetworkMemory.parse(key: key)?.kind == .aliases {
             learnAliases(NetworkMemory.aliasGroups(of: fact))

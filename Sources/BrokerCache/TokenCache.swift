@@ -51,12 +51,8 @@ public struct TokenCache: Sendable {
     /// Rows changed since the persistence layer last took them (CacheRows.swift).
     var changedRows: Set<CacheRow> = []
 
-    /// Entry keys by kind and lowercased home account id, for `find`: every lookup that matters names an account,
-    /// an account has tens of entries, and `matches` checks the other fields on those. Sets of keys by environment,
-    /// client, realm and scope were 40 % of loading a 100,000-token cache (sets of nearly every key, grown one
-    /// insert at a time) and narrowed nothing. The hit path does not come here: `accessTokens` and `idTokens` hold
-    /// those tokens typed, in buckets of one account and one client.
-    private var index: [CredentialKind: [String: Set<String>]] = [:]
+    /// Entry keys by kind and account, for `find` (EntryKeys.swift).
+    private var index = EntryKeys()
     /// Access tokens typed and bucketed by account and client: what a silent lookup reads (SilentLookup.swift).
     private(set) var accessTokens = AccessTokenIndex()
     /// Id tokens bucketed the same way: the one a token answer carries (`latestIdToken`).
@@ -90,7 +86,10 @@ public struct TokenCache: Sendable {
         self.aliases = aliases
     }
 
-    public init(document: CacheDocument, aliases: EnvironmentAliases = EnvironmentAliases()) {
+    /// `entryKeys`: the document's `EntryKeys` when something else builds them meanwhile (a load does, on a thread
+    /// of its own); built here when nil.
+    public init(document: CacheDocument, aliases: EnvironmentAliases = EnvironmentAliases(),
+                entryKeys: (() -> EntryKeys)? = nil) {
         self.aliases = aliases
         self.document = document
         if let json = document.otherSections.first(where: { $0.name == BrokerState.sectionName })?.json {
@@ -98,13 +97,10 @@ public struct TokenCache: Sendable {
             self.document.otherSections.removeAll { $0.name == BrokerState.sectionName }
         }
         for (kind, section) in document.entries {
-            // About one bucket per account in the index of each kind that names accounts.
-            if kind != .appMetadata, !section.isEmpty {
-                index[kind, default: [:]].reserveCapacity(document.entries[.account]?.count ?? 0)
-            }
-            if kind == .accessToken { accessTokens.reserve(for: section.values) }
-            for (key, entity) in section { addToIndex(kind, key, entity) }
+            if kind == .accessToken { accessTokens.insertAll(section) }
+            for (key, entity) in section { addToIndex(kind, key, entity, loading: true) }
         }
+        index = entryKeys?() ?? EntryKeys(document)
     }
 
     // MARK: Reading
@@ -116,7 +112,7 @@ public struct TokenCache: Sendable {
     public func count(_ kind: CredentialKind) -> Int { document.entries[kind]?.count ?? 0 }
 
     /// Distinct home accounts with an Account entry (the index's bucket count: no scan).
-    public var homeAccountCount: Int { index[.account]?.count ?? 0 }
+    public var homeAccountCount: Int { index.accountCount(.account) }
 
     public func all(_ kind: CredentialKind) -> [(key: String, entity: CacheEntity)] {
         (document.entries[kind] ?? [:]).map { ($0.key, $0.value) }
@@ -149,7 +145,7 @@ public struct TokenCache: Sendable {
         guard let hid = query.homeAccountId else {
             return section.compactMap { matches($0.value, query) ? ($0.key, $0.value) : nil }
         }
-        return (index[kind]?[hid.lowercased()] ?? []).compactMap { key in
+        return index.keys(kind, account: hid.lowercased()).compactMap { key in
             guard let entity = section[key], matches(entity, query) else { return nil }
             return (key, entity)
         }
@@ -329,18 +325,18 @@ public struct TokenCache: Sendable {
 
     // MARK: Index maintenance
 
-    private mutating func addToIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
+    /// `loading`: from `init`, which files the access tokens and the entry keys of a whole section at once.
+    private mutating func addToIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity, loading: Bool = false) {
         if kind == .idToken {
             // Only `preferred_username` is kept of the claims (a summary decodes them when it is built).
-            let claims = entity.secret.flatMap { try? JWTPayload.claims(of: $0) }
-            idTokens.insert(key, entity, preferredUsername: claims?["preferred_username"]?.stringValue,
-                            strings: &accessTokens.strings)
+            let username = entity.secret.flatMap { JWTPayload.stringClaim("preferred_username", of: $0) }
+            idTokens.insert(key, entity, preferredUsername: username, strings: &accessTokens.strings)
         }
-        if kind == .accessToken { accessTokens.insert(key, entity) }
+        if kind == .accessToken, !loading { accessTokens.insert(key, entity) }
         guard let hid = entity.homeAccountId?.lowercasedIfNeeded else { return }
         forgetSummary(of: hid)
         if kind == .account { accountEntries[accessTokens.strings.intern(hid), default: 0] += 1 }
-        index[kind, default: [:]][hid, default: []].insert(key)
+        if !loading { index.insert(kind, key, entity) }
     }
 
     private mutating func removeFromIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
@@ -351,8 +347,7 @@ public struct TokenCache: Sendable {
         if kind == .account, let number = accessTokens.strings.number(of: hid), let count = accountEntries[number] {
             accountEntries[number] = count > 1 ? count - 1 : nil
         }
-        index[kind]?[hid]?.remove(key)
-        if index[kind]?[hid]?.isEmpty == true { index[kind]?[hid] = nil }
+        index.remove(kind, key, entity)
     }
 
     private mutating func forgetSummary(of hid: String) {

@@ -263,12 +263,20 @@ public actor Broker {
 
     public func importDocument(_ document: CacheDocument) async throws -> ImportReport {
         var report = ImportReport()
-        for part in document.parts(of: Self.importPartSize) {
+        let parts = document.parts(of: Self.importPartSize)
+        for (number, part) in parts.enumerated() {
             let merged = cache.merge(part)
             report.added += merged.added
             report.replaced += merged.replaced
             report.keptNewer += merged.keptNewer
             report.accounts += merged.accounts
+            // A large import is written while it is merged: the writer takes what is merged so far and SQLite writes
+            // it on the store's thread while the next parts are merged here (writing is twice merging). The answer
+            // still waits for the whole import to be durable (`commit`, below).
+            if number + 1 < parts.count {
+                changed()
+                await Task.yield()
+            }
         }
         logger.info("cache imported", metadata: [
             "added": "\(report.added)", "replaced": "\(report.replaced)", "kept_newer": "\(report.keptNewer)",

@@ -110,7 +110,7 @@ extension Broker1Requests {
         var found: PlainSilentRequest??
         do {
             guard try reader.peekKind() == .object else { return nil }
-            try reader.readMembers(["authParameters"]) { (_, reader) throws(JSONReadError) in
+            try reader.readMembers(requestMembers) { (_, reader) throws(JSONReadError) in
                 found = .some(try readAuthParameters(&reader))
             }
             try reader.expectEnd()
@@ -124,13 +124,16 @@ extension Broker1Requests {
         static let notPlain = JSONReadError(message: "not a plain silent request", offset: 0)
     }
 
-    private static let authMembers = ["clientId", "authority", "username", "decodedClaims", "requestedScopes", "account"]
+    private static let authMembers = JSONKeyTable(["clientId", "authority", "username", "decodedClaims", "requestedScopes",
+                                                   "account"])
+    private static let requestMembers = JSONKeyTable(["authParameters"])
+    private static let accountMembers = JSONKeyTable(["homeAccountId"])
 
     private static func readAuthParameters(_ reader: inout JSONReader) throws(JSONReadError) -> PlainSilentRequest? {
         guard try reader.peekKind() == .object else { throw PlainSilentReading.notPlain }
         var clientId: String?, authority: String?, scopes: [String]?, homeAccountId: String?
         try reader.readMembers(authMembers) { (index, reader) throws(JSONReadError) in
-            let key = authMembers[index]
+            let key = authMembers.names[index]
             let kind = try reader.peekKind()
             switch (key, kind) {
             case ("clientId", .string): clientId = try reader.readString()
@@ -146,7 +149,7 @@ extension Broker1Requests {
                 }
                 scopes = list
             case ("account", .object):
-                try reader.readMembers(["homeAccountId"]) { (_, reader) throws(JSONReadError) in
+                try reader.readMembers(accountMembers) { (_, reader) throws(JSONReadError) in
                     switch try reader.peekKind() {
                     case .string: homeAccountId = try reader.readString()
                     case .null: try reader.skipValue()

@@ -34,37 +34,51 @@ public enum Base64URL {
 
     /// The same, from the text's UTF-8 bytes.
     public static func decode<Bytes: Collection<UInt8>>(utf8 text: Bytes) -> [UInt8]? {
-        var out: [UInt8] = []
-        out.reserveCapacity(text.count * 3 / 4)
-        var bits: UInt32 = 0, pending = 0, padding = 0
-        for byte in text {
-            if byte == UInt8(ascii: "=") {
-                padding += 1
-                continue
-            }
-            // Nothing but more padding may follow padding.
-            let value = values[Int(byte)]
-            guard padding == 0, value != 0xFF else { return nil }
-            bits = bits << 6 | UInt32(value)
-            pending += 1
-            if pending == 4 {
-                out.append(UInt8(truncatingIfNeeded: bits >> 16))
-                out.append(UInt8(truncatingIfNeeded: bits >> 8))
-                out.append(UInt8(truncatingIfNeeded: bits))
-                bits = 0
-                pending = 0
-            }
+        if let decoded = text.withContiguousStorageIfAvailable(decode(contiguous:)) { return decoded }
+        return Array(text).withUnsafeBufferPointer(decode(contiguous:))
+    }
+
+    /// Four characters at a time (a token's payload is a kilobyte or more). Padding may only end the text.
+    private static func decode(contiguous text: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        var end = text.count, padding = 0
+        while end > 0, text[end - 1] == UInt8(ascii: "=") {
+            end -= 1
+            padding += 1
         }
-        guard padding <= 2 else { return nil }
-        switch pending {
-        case 1: return nil  // 6 bits are not a byte
-        case 2: out.append(UInt8(truncatingIfNeeded: bits >> 4))
-        case 3:
-            out.append(UInt8(truncatingIfNeeded: bits >> 10))
-            out.append(UInt8(truncatingIfNeeded: bits >> 2))
-        default: break
+        let (quads, rest) = end.quotientAndRemainder(dividingBy: 4)
+        // 6 bits are not a byte.
+        guard padding <= 2, rest != 1 else { return nil }
+        let count = quads * 3 + max(rest - 1, 0)
+        return values.withUnsafeBufferPointer { table -> [UInt8]? in
+            func value(_ index: Int) -> UInt32 { UInt32(table[Int(text[index])]) }
+            var valid = true
+            let out = [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
+                var input = 0, output = 0
+                for _ in 0..<quads {
+                    let (a, b, c, d) = (value(input), value(input + 1), value(input + 2), value(input + 3))
+                    // A byte outside the alphabet is 0xFF: the only value with its high bit set.
+                    if (a | b | c | d) & 0x80 != 0 { valid = false; break }
+                    let bits = a << 18 | b << 12 | c << 6 | d
+                    out[output] = UInt8(truncatingIfNeeded: bits >> 16)
+                    out[output + 1] = UInt8(truncatingIfNeeded: bits >> 8)
+                    out[output + 2] = UInt8(truncatingIfNeeded: bits)
+                    input += 4
+                    output += 3
+                }
+                if valid, rest > 0 {
+                    let a = value(input), b = value(input + 1), c = rest == 3 ? value(input + 2) : 0
+                    if (a | b | c) & 0x80 != 0 {
+                        valid = false
+                    } else {
+                        let bits = a << 18 | b << 12 | c << 6
+                        out[output] = UInt8(truncatingIfNeeded: bits >> 16)
+                        if rest == 3 { out[output + 1] = UInt8(truncatingIfNeeded: bits >> 8) }
+                    }
+                }
+                initialized = valid ? count : 0
+            }
+            return valid ? out : nil
         }
-        return out
     }
 }
 
@@ -83,15 +97,44 @@ public enum JWTPayload {
     }
 
     public static func claims(of token: String) throws(Failure) -> JSONObject {
-        let utf8 = token.utf8
-        guard let first = utf8.firstIndex(of: UInt8(ascii: ".")),
-              let second = utf8[utf8.index(after: first)...].firstIndex(of: UInt8(ascii: ".")),
-              !utf8[utf8.index(after: second)...].contains(UInt8(ascii: "."))
-        else { throw .notAJWT }
-        guard let bytes = Base64URL.decode(utf8: utf8[utf8.index(after: first)..<second]),
-              case .object(let object)? = try? JSONReader.parse(bytes) else {
-            throw .badPayload
-        }
+        let bytes = try payload(of: token)
+        guard case .object(let object)? = try? JSONReader.parse(bytes) else { throw .badPayload }
         return object
+    }
+
+    /// One claim, when it is a string, without the rest of the payload being kept: what `claims(of:)` then
+    /// `stringValue` give (nil for a token that is not a JWT, a payload that is not an object, or no such string).
+    public static func stringClaim(_ name: String, of token: String) -> String? {
+        guard let payload = try? payload(of: token) else { return nil }
+        var reader = JSONReader(payload)
+        var claim: String?
+        do {
+            guard try reader.peekKind() == .object else { return nil }
+            try reader.readMembers(JSONKeyTable([name])) { (_, reader) throws(JSONReadError) in
+                if try reader.peekKind() == .string { claim = try reader.readString() } else { try reader.skipValue() }
+            }
+            try reader.expectEnd()
+        } catch JSONReader.repeatedMember {
+            // The first of a claim given twice, as `claims(of:)` reads it.
+            return (try? claims(of: token))?[name]?.stringValue
+        } catch {
+            return nil
+        }
+        return claim
+    }
+
+    /// The payload's bytes, decoded: the second of three base64url parts.
+    private static func payload(of token: String) throws(Failure) -> [UInt8] {
+        var token = token, isJWT = false
+        let decoded = token.withUTF8 { text -> [UInt8]? in
+            guard let first = text.firstIndex(of: UInt8(ascii: ".")),
+                  let second = text[(first + 1)...].firstIndex(of: UInt8(ascii: ".")),
+                  !text[(second + 1)...].contains(UInt8(ascii: ".")) else { return nil }
+            isJWT = true
+            return Base64URL.decode(utf8: UnsafeBufferPointer(rebasing: text[(first + 1)..<second]))
+        }
+        guard isJWT else { throw .notAJWT }
+        guard let bytes = decoded else { throw .badPayload }
+        return bytes
     }
 }

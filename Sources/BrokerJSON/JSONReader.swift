@@ -160,38 +160,46 @@ public struct JSONReader {
     /// Walks an object for the members named in `keys` (at most 64): each is handed to `member` with its index in
     /// `keys`, the reader at its value (which `member` must consume); every other member is validated and skipped.
     /// A member of `keys` given twice throws `repeatedMember`.
-    public mutating func readMembers(_ keys: [String], _ member: (Int, inout JSONReader) throws(JSONReadError) -> Void)
+    public mutating func readMembers(_ keys: JSONKeyTable, _ member: (Int, inout JSONReader) throws(JSONReadError) -> Void)
         throws(JSONReadError) {
         var seen: UInt64 = 0
-        try walkObject({ (reader) throws(JSONReadError) in try reader.readKey(among: keys) }) { (index, reader) throws(JSONReadError) in
-            guard let index else { return try reader.skipValue() }
+        try walkObject({ (reader) throws(JSONReadError) in try reader.readKey(in: keys) }) { (key, reader) throws(JSONReadError) in
+            guard case .name(let index) = key else { return try reader.skipValue() }
             guard seen & (1 << index) == 0 else { throw Self.repeatedMember }
             seen |= 1 << index
             try member(index, &reader)
         }
     }
 
-    /// Which of `keys` the member's key is, nil for none: a plain ASCII key without escapes is compared where it lies
-    /// (most members are skipped, and making each key a String cost more than skipping its value); any other is read
-    /// as `readString` reads it, with its errors.
-    private mutating func readKey(among keys: [String]) throws(JSONReadError) -> Int? {
+    /// `readMembers` with the names in an array (a table made for this one object).
+    public mutating func readMembers(_ keys: [String], _ member: (Int, inout JSONReader) throws(JSONReadError) -> Void)
+        throws(JSONReadError) {
+        try readMembers(JSONKeyTable(keys), member)
+    }
+
+    /// Walks an object as `readObject` does, each key matched against `names` where it lies: a key of the table comes
+    /// as its index (no String made), any other as read.
+    public mutating func readObject(_ names: JSONKeyTable, _ member: (MemberKey, inout JSONReader) throws(JSONReadError) -> Void)
+        throws(JSONReadError) {
+        try walkObject({ (reader) throws(JSONReadError) in try reader.readKey(in: names) }, member)
+    }
+
+    /// Which of `names` the member's key is: a plain ASCII key without escapes is compared where it lies (making each
+    /// key a String cost more than skipping its value); any other is read as `readString` reads it, with its errors.
+    private mutating func readKey(in names: JSONKeyTable) throws(JSONReadError) -> MemberKey {
         if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
             let run = scanRun(from: position + 1)
             if !run.nonASCII, run.end < bytes.count, bytes[run.end] == UInt8(ascii: "\"") {
-                let start = position + 1, count = run.end - start
-                position = run.end + 1
-                return bytes.withUnsafeBufferPointer { buffer in
-                    keys.firstIndex { key in
-                        var key = key
-                        return key.withUTF8 { wanted in
-                            wanted.count == count && (count == 0 || memcmp(wanted.baseAddress!, buffer.baseAddress! + start, count) == 0)
-                        }
-                    }
+                let start = position + 1, end = run.end
+                let found = bytes.withUnsafeBytes { names.index(of: UnsafeRawBufferPointer(rebasing: $0[start..<end])) }
+                if let found {
+                    position = end + 1
+                    return .name(found)
                 }
             }
         }
         let key = try readString()
-        return keys.firstIndex(of: key)
+        return names.index(of: key).map(MemberKey.name) ?? .other(key)
     }
 
     /// Validates one value and moves past it, keeping nothing: what `readValue` accepts, this accepts, and throws
@@ -222,14 +230,28 @@ public struct JSONReader {
     /// strings is most of what reading JSON costs, and tokens are kilobytes long.
     private func scanRun(from start: Int) -> (end: Int, nonASCII: Bool) {
         bytes.withUnsafeBufferPointer { buffer in
-            var index = start, high: UInt8 = 0
+            var index = start, high: UInt64 = 0
+            let raw = UnsafeRawBufferPointer(buffer)
+            // Eight bytes at a time: the lowest flagged byte of a word is the first that ends the run.
+            while index + 8 <= buffer.count {
+                let word = UInt64(littleEndian: raw.loadUnaligned(fromByteOffset: index, as: UInt64.self))
+                let flags = JSONWriter.escapeFlags(word)
+                if flags != 0 {
+                    let before = flags.trailingZeroBitCount / 8
+                    high |= before == 0 ? 0 : word & (~0 >> (64 - 8 * UInt64(before)))
+                    return (index + before, high & 0x8080_8080_8080_8080 != 0)
+                }
+                high |= word
+                index += 8
+            }
+            var highByte: UInt8 = high & 0x8080_8080_8080_8080 != 0 ? 0x80 : 0
             while index < buffer.count {
                 let byte = buffer[index]
                 if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
-                high |= byte
+                highByte |= byte
                 index += 1
             }
-            return (index, high >= 0x80)
+            return (index, highByte >= 0x80)
         }
     }
 

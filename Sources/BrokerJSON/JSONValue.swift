@@ -37,12 +37,29 @@ public enum JSONValue: Sendable, Hashable {
     public var integerValue: Int64? {
         switch self {
         case .number(let text), .string(let text):
+            if let plain = Self.plainDigits(text) { return plain }
             let trimmed = text.trimmingSpaces
             if let exact = Int64(trimmed) { return exact }
             if let real = Double(trimmed), real.isFinite, abs(real) < 9.2e18 { return Int64(real.rounded(.down)) }
             return nil
         default:
             return nil
+        }
+    }
+
+    /// The value of 1 to 18 ASCII digits and nothing else (a timestamp as every SDK writes it), nil for any other
+    /// text: what `Int64(_:)` gives for those, read without its generic parse (a load reads three per token).
+    private static func plainDigits(_ text: String) -> Int64? {
+        var text = text
+        return text.withUTF8 { bytes -> Int64? in
+            guard (1...18).contains(bytes.count) else { return nil }
+            var value: Int64 = 0
+            for byte in bytes {
+                let digit = byte &- UInt8(ascii: "0")
+                guard digit < 10 else { return nil }
+                value = value &* 10 &+ Int64(digit)
+            }
+            return value
         }
     }
 

@@ -50,7 +50,7 @@ extension JSONWriter {
             var index = 0
             while index < utf8.count {
                 // Eight bytes at a time while none of them needs escaping (tokens never do).
-                if index + 8 <= utf8.count, !needsEscape(UnsafeRawBufferPointer(utf8).loadUnaligned(fromByteOffset: index, as: UInt64.self)) {
+                if index + 8 <= utf8.count, escapeFlags(UnsafeRawBufferPointer(utf8).loadUnaligned(fromByteOffset: index, as: UInt64.self)) == 0 {
                     index += 8
                     continue
                 }
@@ -73,12 +73,20 @@ extension JSONWriter {
         return string.withUTF8 { !containsByteToEscape($0) }
     }
 
-    /// Whether any byte is a control character, `"` or `\`: eight bytes at a time (a token is a few kilobytes).
+    /// Whether any byte is a control character, `"` or `\`: 32 bytes at a time, as four words tested without a
+    /// branch between them (a token is a few kilobytes; a load checks every one).
     package static func containsByteToEscape(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
         var index = 0
         let raw = UnsafeRawBufferPointer(bytes)
+        func word(_ offset: Int) -> UInt64 { raw.loadUnaligned(fromByteOffset: offset, as: UInt64.self) }
+        while index + 32 <= bytes.count {
+            let flags = escapeFlags(word(index)) | escapeFlags(word(index + 8)) | escapeFlags(word(index + 16))
+                | escapeFlags(word(index + 24))
+            if flags != 0 { return true }
+            index += 32
+        }
         while index + 8 <= bytes.count {
-            if needsEscape(raw.loadUnaligned(fromByteOffset: index, as: UInt64.self)) { return true }
+            if escapeFlags(word(index)) != 0 { return true }
             index += 8
         }
         while index < bytes.count {
@@ -89,13 +97,13 @@ extension JSONWriter {
         return false
     }
 
-    /// Whether any of eight bytes is a control character, `"` or `\` (the classic "has a byte less than n" and
+    /// Not zero when any of eight bytes is a control character, `"` or `\` (the classic "has a byte less than n" and
     /// "has a zero byte" word tests; exact as to whether there is one, which is all that is asked).
-    private static func needsEscape(_ word: UInt64) -> Bool {
+    static func escapeFlags(_ word: UInt64) -> UInt64 {
         let ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
-        func hasZeroByte(_ x: UInt64) -> Bool { (x &- ones) & ~x & highs != 0 }
-        let hasControl = (word &- ones &* 0x20) & ~word & highs != 0
-        return hasControl || hasZeroByte(word ^ (ones &* 0x22)) || hasZeroByte(word ^ (ones &* 0x5C))
+        let quotes = word ^ (ones &* 0x22), backslashes = word ^ (ones &* 0x5C)
+        let control = (word &- ones &* 0x20) & ~word
+        return (control | ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes)) & highs
     }
 
     private static func appendEscape(_ byte: UInt8, into out: inout [UInt8]) {

@@ -38,7 +38,7 @@ public struct SilentRequestLine: Sendable {
         self.params = params
     }
 
-    private static let members = ["jsonrpc", "method", "id", "params"]
+    private static let members = JSONKeyTable(["jsonrpc", "method", "id", "params"])
 }
 
 /// Thrown inside a read to leave it: the line is not the plain shape (the caller parses it the usual way).
@@ -53,7 +53,7 @@ extension AcquireTokenSilentlyParams {
         do {
             try reader.readMembers(Self.members) { (index, reader) throws(JSONReadError) in
                 let kind = try reader.peekKind()
-                switch (Self.members[index], kind) {
+                switch (Self.members.names[index], kind) {
                 case ("clientId", .string): clientId = try reader.readString()
                 case ("authority", _): authority = try Self.optionalString(kind, &reader)
                 case ("resource", _): resource = try Self.optionalString(kind, &reader)
@@ -80,8 +80,8 @@ extension AcquireTokenSilentlyParams {
                   claims: claims, correlationId: correlationId, resource: resource)
     }
 
-    private static let members = ["clientId", "authority", "resource", "claims", "correlationId", "forceRefresh", "scopes",
-                                  "account"]
+    private static let members = JSONKeyTable(["clientId", "authority", "resource", "claims", "correlationId",
+                                               "forceRefresh", "scopes", "account"])
 
     private static func optionalString(_ kind: JSONReader.Kind, _ reader: inout JSONReader) throws(JSONReadError) -> String? {
         switch kind {
@@ -95,6 +95,8 @@ extension AcquireTokenSilentlyParams {
 }
 
 extension AccountReference {
+    private static let accountMembers = JSONKeyTable(["homeAccountId", "username"])
+
     /// A bare string, or an object with homeAccountId and/or username as strings (or null); anything else is not
     /// the plain shape.
     init(reading reader: inout JSONReader, kind: JSONReader.Kind) throws(JSONReadError) {
@@ -103,7 +105,7 @@ extension AccountReference {
             self.init(try reader.readString())
         case .object:
             var homeAccountId: String?, username: String?
-            try reader.readMembers(["homeAccountId", "username"]) { (index, reader) throws(JSONReadError) in
+            try reader.readMembers(Self.accountMembers) { (index, reader) throws(JSONReadError) in
                 switch try reader.peekKind() {
                 case .null: try reader.skipValue()
                 case .string:

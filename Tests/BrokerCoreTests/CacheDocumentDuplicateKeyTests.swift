@@ -28,6 +28,19 @@ final class CacheDocumentDuplicateKeyTests: XCTestCase {
         XCTAssertTrue(textThenEntry.contains("fake-at"), textThenEntry)
     }
 
+    /// A field given twice keeps its first place and its last value, as json.loads reads it: a field brokerd reads
+    /// (also when one of the two is written with an escape) and one it keeps as text.
+    func testAFieldGivenTwiceKeepsItsFirstPlaceAndItsLastValue() throws {
+        let entity = try CacheDocument.entity(from: Array(#"""
+            {"secret":"one","x_sdk":1,"realm":"r","secr\u0065t":"two","x_sdk":{"b":2},"expires_on":"5","realm":"s"}
+            """#.utf8))
+        XCTAssertEqual(entity.fields.keys, ["secret", "x_sdk", "realm", "expires_on"])
+        XCTAssertEqual(entity.secret, "two")
+        XCTAssertEqual(entity.fields["x_sdk"], .raw(#"{"b":2}"#))
+        XCTAssertEqual(entity.realm, "s")
+        XCTAssertEqual(entity.expiresOn, 5)
+    }
+
     func testAKnownSectionThatIsNotAnObjectIsNotWrittenBesideTheSection() throws {
         let text = try saved(#"{"AccessToken":{"k":{"credential_type":"AccessToken"}},"AccessToken":5}"#)
         // The entry (no secret) is set aside in a section of its own, under its kind's name: not a top-level key.

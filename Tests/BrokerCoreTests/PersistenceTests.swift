@@ -361,6 +361,37 @@ final class PersistenceTests: XCTestCase {
         XCTAssertFalse(contains(exported, "hiddenAccounts"))
     }
 
+    /// An import of several parts is written while it is merged, in more than one transaction, and the answer comes
+    /// when all of it is durable: a restart finds every entry.
+    func testALargeImportIsWrittenWhileMergedAndIsWholeWhenAnswered() async throws {
+        let dir = try makeTemporaryDirectory(self)
+        let broker = try await makeBroker(dir)
+        let tokens = Broker.importPartSize * 2 + 17
+        var document = CacheDocument()
+        for number in 0..<tokens {
+            let entity = CacheEntity(fields: JSONObject([
+                .init(key: "credential_type", value: .string("AccessToken")),
+                .init(key: "secret", value: .string("fake-at-\(number)")),
+                .init(key: "home_account_id", value: .string("uid\(number % 50).utid")),
+                .init(key: "environment", value: .string("login.example.com")),
+                .init(key: "client_id", value: .string("client")),
+                .init(key: "realm", value: .string("utid")),
+                .init(key: "target", value: .string("scope.\(number)")),
+                .init(key: "expires_on", value: .string("4000000000")),
+            ]))
+            document.entries[.accessToken, default: [:]][entity.canonicalKey(as: .accessToken)] = entity
+        }
+        let report = try await broker.importDocument(document)
+        XCTAssertEqual(report.added, tokens)
+        let writes = await broker.writeCount
+        XCTAssertGreaterThan(writes, 1, "the first parts are written while the rest are merged")
+
+        let restarted = try await makeBroker(dir)
+        let status = await restarted.status()
+        XCTAssertEqual(status.problems, [])
+        XCTAssertEqual(status.accessTokens, tokens)
+    }
+
     func testBrokerReportsAMovedAsideCache() async throws {
         let dir = try makeTemporaryDirectory(self)
         _ = try KeyStore.file(path: "\(dir)/cache.key").loadKey()

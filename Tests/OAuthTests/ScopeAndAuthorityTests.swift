@@ -20,6 +20,24 @@ final class ScopesTests: XCTestCase {
         XCTAssertEqual(Scopes.requested(many), ["User.Read", "Mail.Read", "Files.Read"] + (0..<7).map { "Scope.\($0)" })
     }
 
+    /// The index numbers a string by its lowercase form; a mixed-case form is kept as another name of that number, so
+    /// that meeting it again needs no lowering. Every form gives the one number, in either order of first meeting.
+    func testEveryCaseOfAStringHasTheNumberOfItsLowercaseForm() {
+        var table = StringTable()
+        let read = table.intern("User.Read")
+        XCTAssertEqual(table.intern("user.read"), read)
+        XCTAssertEqual(table.intern("USER.READ"), read)
+        XCTAssertEqual(table.number(of: "uSeR.rEaD"), read)
+        XCTAssertEqual(table[read], "user.read")
+        let mail = table.intern("mail.read")
+        XCTAssertNotEqual(mail, read)
+        XCTAssertEqual(table.intern("Mail.Read"), mail)
+        XCTAssertEqual(table.number(of: "MAIL.READ"), mail)
+        XCTAssertNil(table.number(of: "Files.Read"))
+        XCTAssertNil(table.number(of: "files.read"))
+        XCTAssertEqual(table.intern("İstanbul"), table.intern("İstanbul".lowercased()))
+    }
+
     /// A use's key is the name of its row in the database: a new way of writing it must write what was written.
     func testTokenUseKeyKeepsItsFormat() {
         let use = TokenUse(clientId: "Client-A", homeAccountId: "UID.utid", authority: "https://Login.example/T",

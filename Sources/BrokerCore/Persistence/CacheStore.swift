@@ -346,6 +346,12 @@ struct CacheAssembler: Sendable {
     consuming func finish() -> TokenCache {
         var state = state ?? BrokerState()
         state.uses = uses
-        return TokenCache(document: document, state: state, learned: learned)
+        let document = document
+        guard document.entityCount >= CacheStore.twoPartLoadRows else {
+            return TokenCache(document: document, state: state, learned: learned)
+        }
+        // The keys by account on a thread of their own while this one files the tokens.
+        let keys = JoinableThread.start { EntryKeys(document) }
+        return TokenCache(document: document, state: state, learned: learned) { keys?.join() ?? EntryKeys(document) }
     }
 }

@@ -1,0 +1,39 @@
+/// Entry keys by kind and lowercased home account id, for `TokenCache.find`: every lookup that matters names an
+/// account, an account has tens of entries, and `matches` checks the other fields on those. Sets of keys by
+/// environment, client, realm and scope were 40 % of loading a 100,000-token cache (sets of nearly every key, grown
+/// one insert at a time) and narrowed nothing. The hit path does not come here: `TokenCache.accessTokens` and its
+/// id-token index hold those tokens typed, in buckets of one account and one client.
+///
+/// Built on its own from a document, so that a load can build it on a thread while the cache files its tokens
+/// (`TokenCache.init(document:aliases:entryKeys:)`): hashing every key is a fifth of a load's index.
+public struct EntryKeys: Sendable {
+    private(set) var byAccount: [CredentialKind: [String: Set<String>]] = [:]
+
+    init() {}
+
+    public init(_ document: CacheDocument) {
+        let accounts = document.entries[.account]?.count ?? 0
+        for (kind, section) in document.entries {
+            // About one bucket per account in the index of each kind that names accounts.
+            if kind != .appMetadata, !section.isEmpty { byAccount[kind, default: [:]].reserveCapacity(accounts) }
+            for (key, entity) in section { insert(kind, key, entity) }
+        }
+    }
+
+    /// The keys of one account's entries of `kind` (`hid` lowercased).
+    func keys(_ kind: CredentialKind, account hid: String) -> Set<String> { byAccount[kind]?[hid] ?? [] }
+
+    /// Distinct accounts with an entry of `kind`.
+    func accountCount(_ kind: CredentialKind) -> Int { byAccount[kind]?.count ?? 0 }
+
+    mutating func insert(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
+        guard let hid = entity.homeAccountId?.lowercasedIfNeeded else { return }
+        byAccount[kind, default: [:]][hid, default: []].insert(key)
+    }
+
+    mutating func remove(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
+        guard let hid = entity.homeAccountId?.lowercasedIfNeeded else { return }
+        byAccount[kind]?[hid]?.remove(key)
+        if byAccount[kind]?[hid]?.isEmpty == true { byAccount[kind]?[hid] = nil }
+    }
+}
