@@ -352,7 +352,7 @@ public actor Broker {
         stopping = true
         writer?.cancel()  // cuts a retry's backoff short
         if let writer { await writer.value }
-        if durableGeneration < generation || cache.hasChangedRows { await writeLoop(delay: false) }
+        if hasPendingWrites { await writeLoop(delay: false) }
         await store.close()  // checkpoints the write-ahead log: the database file alone is the cache again
     }
 
@@ -363,8 +363,20 @@ public actor Broker {
 
     private func writeLoop(delay: Bool) async {
         if delay, writeDelay > .zero { try? await Task.sleep(for: writeDelay) }
+        while await writePending() {
+            // Caught up, every waiter answered: the write-ahead log is folded into the database now rather than
+            // inside a commit someone waits for (CacheStore.checkpointIfDue); then what came meanwhile is written.
+            guard !stopping, await store.checkpointIfDue(), hasPendingWrites else { break }
+        }
+        writer = nil
+    }
+
+    private var hasPendingWrites: Bool { durableGeneration < generation || cache.hasChangedRows }
+
+    /// Writes the changed rows until none is left, retrying failures; false when a failure came while stopping.
+    private func writePending() async -> Bool {
         var failures = 0
-        while durableGeneration < generation || cache.hasChangedRows {
+        while hasPendingWrites {
             let target = generation
             // The rows and their values, taken in one go under the cache's lock; serialized by the store.
             let (rows, values) = cell.withLock { contents in
@@ -386,11 +398,11 @@ public actor Broker {
                 logger.error("cache write failed; retrying", metadata: ["error": "\(error)", "rows": "\(rows.count)"])
                 resumeWaiters(upTo: target, with: Failure.notPersisted("\(error)"))
                 failures += 1
-                if stopping { break }
+                if stopping { return false }
                 try? await Task.sleep(for: Self.retryDelay(afterFailures: failures))
             }
         }
-        writer = nil
+        return true
     }
 
     /// Moves the whole cache into the waiting database the key store's key opens (CacheStore.adopt), with no write
@@ -399,7 +411,7 @@ public actor Broker {
         adopting = true
         defer {
             adopting = false
-            if durableGeneration < generation || cache.hasChangedRows { scheduleWrite() }
+            if hasPendingWrites { scheduleWrite() }
         }
         if let writer { await writer.value }
         let target = generation

@@ -349,6 +349,23 @@ public final class CacheDatabase: @unchecked Sendable {
         try connection.exec("PRAGMA synchronous = FULL")
         try connection.exec("PRAGMA foreign_keys = OFF")
         try connection.exec("PRAGMA journal_size_limit = \(Self.walSizeLimit)")
+        // The write-ahead log is folded into the database by `checkpoint`, which the writer calls once it has caught
+        // up: inside a commit, SQLite's own checkpoint made that commit's waiter wait for it (the last of a large
+        // import's writes). This is only the backstop for a writer that never catches up.
+        try connection.exec("PRAGMA wal_autocheckpoint = \(Self.checkpointBackstopPages)")
+    }
+
+    /// 512 MiB of 16 KiB pages.
+    static let checkpointBackstopPages = 32_768
+
+    /// Copies what the write-ahead log holds into the database, as far as readers allow (SQLite's PASSIVE mode).
+    public func checkpoint() throws {
+        if isReadOnly { return }
+        do {
+            try connection.exec("PRAGMA wal_checkpoint(PASSIVE)")
+        } catch {
+            throw Failure.sqlite(error)
+        }
     }
 
     private func userVersion() throws -> Int64 {

@@ -392,6 +392,38 @@ final class PersistenceTests: XCTestCase {
         XCTAssertEqual(status.accessTokens, tokens)
     }
 
+    /// A commit no longer folds the write-ahead log into the database (SQLite would at 1,000 pages, inside the commit
+    /// its waiter waits for): the writer does, once caught up, when enough rows went in since the last time.
+    func testTheWriteAheadLogIsFoldedInWhenDueNotInsideACommit() async throws {
+        let dir = try makeTemporaryDirectory(self)
+        let store = CacheStore(path: "\(dir)/cache.db", keyStore: .file(path: "\(dir)/cache.key"))
+        _ = try await store.load()
+        func size(_ file: String) -> Int { (try? AtomicFile.read("\(dir)/\(file)"))?.count ?? 0 }
+        var cache = TokenCache()
+        let secret = String(repeating: "s", count: 4_000)
+        for number in 0..<(CacheStore.checkpointRows / 2) {
+            cache.add(.accessToken, accessToken(hid: "uid.utid", client: "client", realm: "utid", target: "scope.\(number)",
+                                                secret: secret))
+        }
+        try await store.write(cache.allRows().map(cache.value(of:)))
+        let notDue = await store.checkpointIfDue()
+        XCTAssertFalse(notDue, "fewer rows than a checkpoint waits for")
+        for number in 0..<CacheStore.checkpointRows {
+            cache.add(.accessToken, accessToken(hid: "uid.utid", client: "client", realm: "utid", target: "more.\(number)",
+                                                secret: secret))
+        }
+        try await store.write(cache.allRows().map(cache.value(of:)))
+        let before = size("cache.db")
+        XCTAssertGreaterThan(size("cache.db-wal"), CacheStore.checkpointRows * 4_000, "the commits left their pages in the log")
+        XCTAssertLessThan(before, CacheStore.checkpointRows * 4_000)
+        let due = await store.checkpointIfDue()
+        XCTAssertTrue(due)
+        XCTAssertGreaterThan(size("cache.db"), before + CacheStore.checkpointRows * 4_000, "the log's pages are in the database")
+        let again = await store.checkpointIfDue()
+        XCTAssertFalse(again, "nothing written since")
+        await store.close()
+    }
+
     func testBrokerReportsAMovedAsideCache() async throws {
         let dir = try makeTemporaryDirectory(self)
         _ = try KeyStore.file(path: "\(dir)/cache.key").loadKey()

@@ -191,6 +191,22 @@ public actor CacheStore {
             readOnlyReason = nil
         }
         try database.apply(values.map(Self.change))
+        rowsSinceCheckpoint += values.count
+    }
+
+    /// Rows written since the write-ahead log was last folded into the database (`checkpointIfDue`).
+    private var rowsSinceCheckpoint = 0
+    /// About 4 MiB of rows: what SQLite's own checkpoint waits for (1,000 pages, 16 MiB here) in a quarter.
+    static let checkpointRows = 2_000
+
+    /// Folds the write-ahead log into the database when enough rows went into it, for the writer to call once it has
+    /// caught up (nobody waits on it then). Returns whether it did.
+    @discardableResult
+    public func checkpointIfDue() -> Bool {
+        guard rowsSinceCheckpoint >= Self.checkpointRows, let database else { return false }
+        rowsSinceCheckpoint = 0
+        try? database.checkpoint()
+        return true
     }
 
     /// Whether this process may write the database and create its companions beside it.
