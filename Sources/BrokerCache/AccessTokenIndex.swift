@@ -124,8 +124,8 @@ public struct CachedAccessToken: Sendable {
         extendedExpiresOn = entity.extendedExpiresOn ?? entity.expiresOn ?? 0
         refreshOn = entity.refreshOn
         secretNeedsNoEscape = JSONWriter.needsNoEscape(secret)
-        targetText = entity.fields["target"]?.stringValue
-        if targetText == nil, case .array? = entity.fields["target"] { targetList = entity.target }
+        targetText = entity[field: "target"]?.stringValue
+        if targetText == nil, case .array? = entity[field: "target"] { targetList = entity.target }
     }
 
     /// The scopes, in stored order (`CacheEntity.target`).
@@ -165,7 +165,7 @@ struct AccessTokenIndex: Sendable {
         for ((key, entity), bucket) in zip(section, filing) {
             guard let bucket else { continue }
             let scopes: [UInt32]
-            if case .string(let target)? = entity.fields["target"] {
+            if case .string(let target)? = entity[field: "target"] {
                 if let known = scopesOfTarget[target] {
                     scopes = known
                 } else {

@@ -110,31 +110,31 @@ public struct CacheDocument: Sendable, Equatable {
         var members = shared.takeScratch()
         var seen: UInt64 = 0
         try reader.readObject(CacheEntity.interpretedFieldTable) { (key, reader) throws(JSONReadError) in
-            let name: String, value: JSONValue, repeated: Bool
+            let name: FieldName, value: JSONValue, earlier: Int?
             switch key {
             case .name(let index):
-                // Interpreted: read as a value. The table's names are constants: an entry holds none of its own.
-                name = CacheEntity.interpretedFieldTable.names[index]
+                // Interpreted: read as a value, named by its number in the table.
+                name = .known(UInt8(index))
                 value = shared.share(try reader.readValue(), field: index)
-                repeated = seen & (1 << index) != 0
+                earlier = seen & (1 << index) == 0 ? nil : members.firstIndex { $0.name == name }
                 seen |= 1 << index
             case .other(let text):
                 name = shared.name(text)
                 value = .raw(try readVerbatim(&reader))
-                repeated = members.contains { $0.key == text }
+                earlier = members.firstIndex { $0.name == name }
             }
             // A field given twice keeps its first place and its last value (as json.loads reads it).
-            if repeated, let at = members.firstIndex(where: { $0.key == name }) {
-                members[at].value = value
+            if let earlier {
+                members[earlier].value = value
             } else {
-                members.append(JSONObject.Member(key: name, value: value))
+                members.append(EntityField(name: name, value: value))
             }
         }
-        var exact: [JSONObject.Member] = []
+        var exact: [EntityField] = []
         exact.reserveCapacity(members.count + (seen & CacheEntity.secretFieldBit == 0 ? 1 : 0))
         exact.append(contentsOf: members)
         shared.returnScratch(members)
-        return CacheEntity(fields: JSONObject(exact))
+        return CacheEntity(members: exact)
     }
 
     /// A value kept as its text. Byte-for-byte when it is strict JSON; a value only the lenient reader accepts
@@ -271,17 +271,22 @@ public struct CacheDocument: Sendable, Equatable {
 /// tokens held besides its secrets. Only for a parse: it holds what it has shared until it is dropped.
 public struct SharedValues: Sendable {
     private var strings: Set<String> = []
+    /// The names of fields brokerd does not interpret, each boxed once.
+    private var otherNames: [String: OtherFieldName] = [:]
     /// The value each shared field had in the entry read last: entries are mostly read in key order, where an
     /// account's entries follow each other, and comparing with it is cheaper than hashing.
     private var lastShared: [String?] = Array(repeating: nil, count: CacheEntity.sharedFieldCount)
     /// The members of the entry being read (`CacheDocument.readEntity`), kept for the next one.
-    private var scratch: [JSONObject.Member] = []
+    private var scratch: [EntityField] = []
 
     public init() {}
 
-    /// A field's name, held once when it is too long to be held inline (fields brokerd does not interpret).
-    mutating func name(_ field: String) -> String {
-        field.utf8.count > 15 ? strings.insert(field).memberAfterInsert : field
+    /// The name of a field brokerd does not interpret, held once.
+    mutating func name(_ field: String) -> FieldName {
+        if let held = otherNames[field] { return .other(held) }
+        let held = OtherFieldName(field)
+        otherNames[field] = held
+        return .other(held)
     }
 
     /// The value of the interpreted field `field` (its index in `CacheEntity.interpretedFieldTable`), held once when
@@ -295,14 +300,14 @@ public struct SharedValues: Sendable {
         return .string(held)
     }
 
-    mutating func takeScratch() -> [JSONObject.Member] {
-        var members: [JSONObject.Member] = []
+    mutating func takeScratch() -> [EntityField] {
+        var members: [EntityField] = []
         swap(&members, &scratch)
         members.removeAll(keepingCapacity: true)
         return members
     }
 
-    mutating func returnScratch(_ members: consuming [JSONObject.Member]) {
+    mutating func returnScratch(_ members: consuming [EntityField]) {
         scratch = members
     }
 }

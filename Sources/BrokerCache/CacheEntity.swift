@@ -17,10 +17,44 @@ public enum CredentialKind: String, CaseIterable, Sendable, Hashable {
 /// Typed accessors read leniently across SDK variants (numbers, strings or floats for timestamps; `target` as
 /// string or array; `kid` or `key_id`; `extended_expires_on` or `ext_expires_on`).
 public struct CacheEntity: Sendable, Equatable {
-    public var fields: JSONObject
+    /// The fields in the order read, names compact (EntityFields.swift).
+    private(set) var members: [EntityField]
 
     public init(fields: JSONObject = JSONObject()) {
-        self.fields = fields
+        members = fields.members.map { EntityField(name: FieldName($0.key), value: $0.value) }
+    }
+
+    /// As read (`CacheDocument.readEntity`): the array is kept as it is given.
+    init(members: [EntityField]) {
+        self.members = members
+    }
+
+    /// The fields as a JSON object (made on each call: for writing an entry out, not for lookups).
+    public var fields: JSONObject {
+        get { JSONObject(members.map { JSONObject.Member(key: $0.name.text, value: $0.value) }) }
+        set { self = CacheEntity(fields: newValue) }
+    }
+
+    /// A field's value, as `fields[name]` gives it (the first of a name given twice); set as `fields[name] = `
+    /// sets it (in place, appended when new, removed by nil).
+    public subscript(field name: String) -> JSONValue? {
+        get {
+            let lookup = FieldLookup(name)
+            return members.first { lookup.matches($0.name) }?.value
+        }
+        set {
+            let lookup = FieldLookup(name)
+            if let index = members.firstIndex(where: { lookup.matches($0.name) }) {
+                if let newValue { members[index].value = newValue } else { members.remove(at: index) }
+            } else if let newValue {
+                members.append(EntityField(name: FieldName(name), value: newValue))
+            }
+        }
+    }
+
+    /// The value of the known field `index` (of `interpretedFieldTable`).
+    func value(known index: Int) -> JSONValue? {
+        members.first { $0.name == .known(UInt8(index)) }?.value
     }
 
     /// The fields brokerd reads as values; any other is kept as its text. The first `sharedFieldCount` are the ones
@@ -42,7 +76,7 @@ public struct CacheEntity: Sendable, Equatable {
 
     /// A field as text: strings as they are, numbers by their literal; null, absent and structures give nil.
     public func string(_ name: String) -> String? {
-        switch fields[name] {
+        switch self[field: name] {
         case .string(let s)?: return s
         case .number(let n)?: return n
         default: return nil
@@ -50,15 +84,15 @@ public struct CacheEntity: Sendable, Equatable {
     }
 
     public func timestamp(_ name: String) -> Int64? {
-        fields[name]?.integerValue
+        self[field: name]?.integerValue
     }
 
     public mutating func set(_ name: String, _ value: String?) {
-        fields[name] = value.map(JSONValue.string)
+        self[field: name] = value.map(JSONValue.string)
     }
 
     public mutating func setTimestamp(_ name: String, _ value: Int64?) {
-        fields[name] = value.map { .string(String($0)) }
+        self[field: name] = value.map { .string(String($0)) }
     }
 
     // MARK: Identity
@@ -78,7 +112,7 @@ public struct CacheEntity: Sendable, Equatable {
 
     /// Scopes of an access or refresh token, in stored order.
     public var target: [String] {
-        switch fields["target"] {
+        switch self[field: "target"] {
         // Split by bytes: a Character split is a grapheme walk, and every hit reads its token's target.
         case .string(let s)?: return s.utf8.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 }).compactMap(String.init)
         case .array(let items)?: return items.compactMap(\.stringValue)
@@ -105,7 +139,7 @@ public struct CacheEntity: Sendable, Equatable {
     public var displayName: String? { string("name") }
 
     /// A credential (as opposed to a placeholder entry such as `{"foo": "bar"}` that other SDKs' tests keep around).
-    package var isCredential: Bool { fields["secret"] != nil || fields["credential_type"] != nil }
+    package var isCredential: Bool { self[field: "secret"] != nil || self[field: "credential_type"] != nil }
 
     /// The entry as brokerd writes it: every SDK's reader accepts it (integer-string timestamps, `expires_on`
     /// and `extended_expires_on` always present on access tokens, `target` as a space-separated string);
@@ -113,21 +147,21 @@ public struct CacheEntity: Sendable, Equatable {
     package func normalized(as kind: CredentialKind) -> CacheEntity {
         var copy = self
         for name in Self.timestampFields {
-            guard let value = copy.fields[name] else { continue }
+            guard let value = copy[field: name] else { continue }
             switch value {
             case .raw: continue
-            case .null: copy.fields[name] = nil
+            case .null: copy[field: name] = nil
             default:
-                if let seconds = value.integerValue { copy.fields[name] = .string(String(seconds)) }
+                if let seconds = value.integerValue { copy[field: name] = .string(String(seconds)) }
             }
         }
-        if case .array = copy.fields["target"] {
-            copy.fields["target"] = .string(target.joined(separator: " "))
+        if case .array = copy[field: "target"] {
+            copy[field: "target"] = .string(target.joined(separator: " "))
         }
         if kind == .accessToken, isCredential {
-            if copy.fields["expires_on"] == nil { copy.fields["expires_on"] = .string("0") }
-            if copy.fields["extended_expires_on"] == nil {
-                copy.fields["extended_expires_on"] = .string(String(extendedExpiresOn ?? expiresOn ?? 0))
+            if copy[field: "expires_on"] == nil { copy[field: "expires_on"] = .string("0") }
+            if copy[field: "extended_expires_on"] == nil {
+                copy[field: "extended_expires_on"] = .string(String(extendedExpiresOn ?? expiresOn ?? 0))
             }
         }
         return copy
@@ -141,16 +175,16 @@ extension CacheEntity {
     /// credentials it matches, and `authority_type` and `username` of every account; the other SDKs ask less.
     package func isReadableBySDKs(as kind: CredentialKind) -> Bool {
         for name in Self.timestampFields {
-            if let value = fields[name], value.integerValue == nil { return false }
+            if let value = self[field: name], value.integerValue == nil { return false }
         }
-        if let target = fields["target"], target.stringValue == nil { return false }
+        if let target = self[field: "target"], target.stringValue == nil { return false }
         switch kind {
         case .accessToken:
-            return fields["expires_on"] != nil && fields["secret"]?.stringValue != nil
+            return self[field: "expires_on"] != nil && self[field: "secret"]?.stringValue != nil
         case .refreshToken, .idToken:
-            return fields["secret"]?.stringValue != nil
+            return self[field: "secret"]?.stringValue != nil
         case .account:
-            return fields["authority_type"]?.stringValue != nil && fields["username"]?.stringValue != nil
+            return self[field: "authority_type"]?.stringValue != nil && self[field: "username"]?.stringValue != nil
         case .appMetadata:
             return true
         }

@@ -326,7 +326,7 @@ struct CacheAssembler: Sendable {
         if let kind = CredentialKind(rawValue: row.section) {
             do {
                 var entity = try CacheDocument.entity(from: row.body, sharing: &shared)
-                if let secret = row.secret { entity.fields["secret"] = .string(String(decoding: secret, as: UTF8.self)) }
+                if let secret = row.secret { entity[field: "secret"] = .string(String(decoding: secret, as: UTF8.self)) }
                 document.entries[kind, default: [:]][row.key] = entity
             } catch {
                 problems.append("cache entry \(row.section)/\(row.key) could not be read (\(error)); it was left out")
