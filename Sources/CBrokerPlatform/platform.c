@@ -40,7 +40,7 @@ int brokerd_set_nondumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 
 int brokerd_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
 
-int brokerd_limit_malloc_arenas(void) { return mallopt(M_ARENA_MAX, 2); }
+int brokerd_limit_malloc_arenas(void) { return mallopt(M_ARENA_MAX, 4); }
 
 int brokerd_trim_heap(void) { return malloc_trim(0); }
 
