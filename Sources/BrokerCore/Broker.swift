@@ -363,10 +363,12 @@ public actor Broker {
 
     private func writeLoop(delay: Bool) async {
         if delay, writeDelay > .zero { try? await Task.sleep(for: writeDelay) }
-        while await writePending() {
+        while await writePending(), !stopping {
             // Caught up, every waiter answered: the write-ahead log is folded into the database now rather than
-            // inside a commit someone waits for (CacheStore.checkpointIfDue); then what came meanwhile is written.
-            guard !stopping, await store.checkpointIfDue(), hasPendingWrites else { break }
+            // inside a commit someone waits for (CacheStore.checkpointIfDue). A commit made while this waited found
+            // the writer running and scheduled none: it is written here, whether or not a checkpoint was due.
+            await store.checkpointIfDue()
+            guard hasPendingWrites else { break }
         }
         writer = nil
     }

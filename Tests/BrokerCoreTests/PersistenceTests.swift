@@ -424,6 +424,41 @@ final class PersistenceTests: XCTestCase {
         await store.close()
     }
 
+    /// Imports from two callers at once, many times: each returns. An import's commit that comes while the writer is
+    /// away folding the log in (or seeing whether that is due) finds the writer running, so the writer must look again
+    /// before it stops: a lost commit never returned.
+    func testEveryCommitReturnsWhileTheWriterFoldsTheLogIn() async throws {
+        let dir = try makeTemporaryDirectory(self)
+        let broker = try await makeBroker(dir)
+        let done = Locked(0), stop = Locked(false)
+        defer { stop.withLock { $0 = true } }
+        // Busy threads, as a loaded machine has: the writer's trips to the store take long enough for commits to come.
+        // (Without the second look, this failed in each of two runs.)
+        for _ in 0..<4 {
+            Thread.detachNewThread {
+                var spin = 0
+                while !stop.withLock({ $0 }) { spin &+= 1 }
+            }
+        }
+        for caller in 0..<2 {
+            Task {
+                for round in 0..<150 {
+                    var document = CacheDocument()
+                    for number in 0..<20 {
+                        let entity = accessToken(hid: "uid.utid", client: "client", realm: "utid",
+                                                 target: "scope.\(caller).\(round).\(number)", secret: "fake-at")
+                        document.entries[.accessToken, default: [:]][entity.canonicalKey(as: .accessToken)] = entity
+                    }
+                    _ = try await broker.importDocument(document)
+                }
+                done.withLock { $0 += 1 }
+            }
+        }
+        let deadline = ContinuousClock.now + .seconds(60)
+        while done.withLock({ $0 }) < 2, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        XCTAssertEqual(done.withLock { $0 }, 2, "an import's commit never returned")
+    }
+
     func testBrokerReportsAMovedAsideCache() async throws {
         let dir = try makeTemporaryDirectory(self)
         _ = try KeyStore.file(path: "\(dir)/cache.key").loadKey()
