@@ -52,11 +52,6 @@ public struct CacheEntity: Sendable, Equatable {
         }
     }
 
-    /// The value of the known field `index` (of `interpretedFieldTable`).
-    func value(known index: Int) -> JSONValue? {
-        members.first { $0.name == .known(UInt8(index)) }?.value
-    }
-
     /// The fields brokerd reads as values; any other is kept as its text. The first `sharedFieldCount` are the ones
     /// whose values entries repeat (`SharedValues`).
     static let interpretedFieldTable = JSONKeyTable([

@@ -110,7 +110,7 @@ public enum JWTPayload {
         var claim: String?
         do {
             guard try reader.peekKind() == .object else { return nil }
-            try reader.readMembers(JSONKeyTable([name])) { (_, reader) throws(JSONReadError) in
+            try reader.readMembers([name]) { (_, reader) throws(JSONReadError) in
                 if try reader.peekKind() == .string { claim = try reader.readString() } else { try reader.skipValue() }
             }
             try reader.expectEnd()
