@@ -6,28 +6,45 @@ import BrokerJSON
 struct StringTable: Sendable {
     /// By the lowercase form, and by each other form seen (an alias of the same number): a form met before is found
     /// with one lookup, without lowering it again (a scope such as `User.Read` is interned for every token holding it).
-    private var numbers: [String: UInt32] = [:]
+    private var numbers: [Key: UInt32] = [:]
     private var strings: [String] = []
 
+    /// A string with its `ByteDigest`: every hit looks up its account, client, environment, realm and scopes here,
+    /// and `String`'s own hash (SipHash over every byte) was most of each lookup.
+    private struct Key: Hashable {
+        let text: String
+        let digest: UInt64
+
+        init(_ text: String) {
+            self.text = text
+            digest = ByteDigest.of(text)
+        }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(digest) }
+        static func == (a: Key, b: Key) -> Bool { a.digest == b.digest && a.text == b.text }
+    }
+
     mutating func intern(_ text: String) -> UInt32 {
-        if let number = numbers[text] { return number }
+        let key = Key(text)
+        if let number = numbers[key] { return number }
         let lower = text.lowercasedIfNeeded
-        if let number = numbers[lower] {
-            numbers[text] = number
+        let lowerKey = lower == text ? key : Key(lower)
+        if let number = numbers[lowerKey] {
+            numbers[key] = number
             return number
         }
         let number = UInt32(strings.count)
         strings.append(lower)
-        numbers[lower] = number
-        if lower != text { numbers[text] = number }
+        numbers[lowerKey] = number
+        if lower != text { numbers[key] = number }
         return number
     }
 
     /// The number of a string already held (compared ignoring case), without adding it.
     func number(of text: String) -> UInt32? {
-        if let number = numbers[text] { return number }
+        if let number = numbers[Key(text)] { return number }
         let lower = text.lowercasedIfNeeded
-        return lower == text ? nil : numbers[lower]
+        return lower == text ? nil : numbers[Key(lower)]
     }
 
     subscript(number: UInt32) -> String { strings[Int(number)] }
@@ -103,7 +120,7 @@ struct AccessTokenBucket: Sendable {
 }
 
 /// An access token as a cache hit hands it out: the fields of a token answer, parsed when the entry was stored (the
-/// strings share the entry's storage). The target stays text until a hit splits it, outside the cache's lock.
+/// strings share the entry's storage).
 public struct CachedAccessToken: Sendable {
     public var secret: String
     public var tokenType: String
@@ -113,26 +130,27 @@ public struct CachedAccessToken: Sendable {
     /// Whether the secret goes into JSON as it lies (no byte of it needs an escape): checked once, here, so that an
     /// answer can send the cache's own string instead of scanning and copying it per hit.
     public var secretNeedsNoEscape: Bool
-    /// The target as stored: text (the usual form) or, as some SDKs write it, a list.
-    private var targetText: String?
-    private var targetList: [String]?
+    /// The scopes, in stored order (`CacheEntity.target`): split once, when the token is indexed, into the one
+    /// array every token of the same target text shares (`AccessTokenIndex.targets`). Split per hit, it was a
+    /// twentieth of a hit.
+    public var target: [String]
 
-    init(_ entity: CacheEntity) {
+    init(_ entity: CacheEntity, target: [String]) {
         secret = entity.secret ?? ""
         tokenType = entity.tokenType
         expiresOn = entity.expiresOn ?? 0
         extendedExpiresOn = entity.extendedExpiresOn ?? entity.expiresOn ?? 0
         refreshOn = entity.refreshOn
         secretNeedsNoEscape = JSONWriter.needsNoEscape(secret)
-        targetText = entity[field: "target"]?.stringValue
-        if targetText == nil, case .array? = entity[field: "target"] { targetList = entity.target }
+        self.target = target
     }
+}
 
-    /// The scopes, in stored order (`CacheEntity.target`).
-    public var target: [String] {
-        guard let targetText else { return targetList ?? [] }
-        return targetText.utf8.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 }).compactMap(String.init)
-    }
+/// A target text's scopes, split once: as numbers for the lookups (sorted, each once) and as strings for the answers
+/// (in stored order).
+struct IndexedTarget: Sendable {
+    var numbers: [UInt32]
+    var scopes: [String]
 }
 
 /// Access tokens bucketed by (home account, client): a silent lookup reads only the tokens its app holds for its
@@ -146,6 +164,8 @@ struct AccessTokenIndex: Sendable {
     /// Shared with the id-token index (`IdTokenIndex`), which names its fields by the same numbers.
     var strings = StringTable()
     private var buckets: [Bucket: AccessTokenBucket] = [:]
+    /// Each target text held, split once (a cache's tokens hold a few sets of scopes). Never shrinks, as `strings`.
+    private var targets: [String: IndexedTarget] = [:]
 
     /// Files every access token of a section as a load reads it: each bucket sized for its tokens first (grown one
     /// token at a time, a bucket of 10 tokens had room for 16: 8 MiB of a loaded cache of 100,000 tokens), each
@@ -159,32 +179,29 @@ struct AccessTokenIndex: Sendable {
         }
         buckets.reserveCapacity(buckets.count + counts.count)
         for (bucket, count) in counts where buckets[bucket] == nil { buckets[bucket] = AccessTokenBucket(capacity: count) }
-        // The scopes of each target text, split and numbered once: a cache's tokens hold a few sets of scopes.
-        var scopesOfTarget: [String: [UInt32]] = [:]
         // A dictionary not changed in between gives its members in the same order.
         for ((key, entity), bucket) in zip(section, filing) {
             guard let bucket else { continue }
-            let scopes: [UInt32]
-            if case .string(let target)? = entity[field: "target"] {
-                if let known = scopesOfTarget[target] {
-                    scopes = known
-                } else {
-                    scopes = scopeNumbers(entity)
-                    scopesOfTarget[target] = scopes
-                }
-            } else {
-                scopes = scopeNumbers(entity)
-            }
-            insert(key, entity, into: bucket, scopes: scopes)
+            insert(key, entity, into: bucket, target: indexedTarget(entity))
         }
     }
 
     mutating func insert(_ key: String, _ entity: CacheEntity) {
-        if let bucket = bucket(for: entity) { insert(key, entity, into: bucket, scopes: scopeNumbers(entity)) }
+        if let bucket = bucket(for: entity) { insert(key, entity, into: bucket, target: indexedTarget(entity)) }
     }
 
-    private mutating func scopeNumbers(_ entity: CacheEntity) -> [UInt32] {
-        Self.sortedOnce(entity.target.map { strings.intern($0) })
+    /// The entry's target split and numbered, once per target text (a list, as some SDKs write it, each time).
+    private mutating func indexedTarget(_ entity: CacheEntity) -> IndexedTarget {
+        guard case .string(let text)? = entity[field: "target"] else { return splitTarget(entity) }
+        if let known = targets[text] { return known }
+        let target = splitTarget(entity)
+        targets[text] = target
+        return target
+    }
+
+    private mutating func splitTarget(_ entity: CacheEntity) -> IndexedTarget {
+        let scopes = entity.target
+        return IndexedTarget(numbers: Self.sortedOnce(scopes.map { strings.intern($0) }), scopes: scopes)
     }
 
     private mutating func bucket(for entity: CacheEntity) -> Bucket? {
@@ -192,11 +209,11 @@ struct AccessTokenIndex: Sendable {
         return Bucket(account: strings.intern(hid), client: strings.intern(entity.clientId ?? ""))
     }
 
-    private mutating func insert(_ key: String, _ entity: CacheEntity, into bucket: Bucket, scopes: [UInt32]) {
+    private mutating func insert(_ key: String, _ entity: CacheEntity, into bucket: Bucket, target: IndexedTarget) {
         buckets[bucket, default: AccessTokenBucket()].append(
-            IndexedAccessToken(key: key, entity: entity), answer: CachedAccessToken(entity),
+            IndexedAccessToken(key: key, entity: entity), answer: CachedAccessToken(entity, target: target.scopes),
             environment: strings.intern(entity.environment ?? ""), realm: strings.intern(entity.realm ?? ""),
-            expiresOn: entity.expiresOn, scopes: scopes)
+            expiresOn: entity.expiresOn, scopes: target.numbers)
     }
 
     /// The scopes of a target as numbers, sorted and each once; nil when one is a scope no token of the cache holds.
@@ -266,7 +283,7 @@ struct AccessTokenIndex: Sendable {
             guard let number = strings.number(of: scope) else { return nil }
             wanted.append(number)
         }
-        let anyRealm = tenant.isEmpty || TokenCache.tenantAliases.contains(tenant.lowercasedIfNeeded)
+        let anyRealm = tenant.isEmpty || TokenCache.isTenantAlias(tenant)
         let realm = anyRealm ? nil : strings.number(of: tenant)
         if !anyRealm && realm == nil { return nil }
         let environmentNumber = strings.number(of: environment)

@@ -15,7 +15,7 @@ public enum Scopes {
             let scope = scope.trimmingSpaces
             guard !scope.isEmpty else { continue }
             let lower = scope.lowercasedIfNeeded
-            if reserved.contains(lower) { continue }
+            if isReserved(lower) { continue }
             if seenSet != nil {
                 guard seenSet!.insert(lower).inserted else { continue }
             } else {
@@ -25,6 +25,15 @@ public enum Scopes {
             result.append(scope)
         }
         return result
+    }
+
+    /// `reserved.contains`, hashing only a scope of a reserved scope's length (6, 7 or 14 bytes): every silent
+    /// request's scopes are checked, and hashing a URL-long scope for it was most of the check.
+    static func isReserved(_ lowercased: String) -> Bool {
+        switch lowercased.utf8.count {
+        case 6, 7, 14: return reserved.contains(lowercased)
+        default: return false
+        }
     }
 
     /// What goes on the wire: the request plus openid, profile and offline_access, sorted (as msal-python sends it).

@@ -63,8 +63,8 @@ extension ClientConnection {
             router.repeatedAnswer(UnsafeRawBufferPointer(rebasing: bytes[range]), from: peer, memory: &memory)
         }
         guard let answer else { return false }
+        countRememberedAnswer()  // before the answer: a client that asks for the count next sees its own
         send(answer)
-        countRememberedAnswer()
         auditHit(answer)
         return true
     }
@@ -75,8 +75,8 @@ extension ClientConnection {
         // Scanned once: the memo looks its answer up by it, and a hit made below is remembered by it.
         let shape = RequestLineShape(line)
         if !state.isDraining, let answer = router.rememberedAnswer(line, shape: shape, from: peer, memory: &memory) {
-            send(answer)
             countRememberedAnswer()
+            send(answer)
             auditHit(answer)
             return
         }
@@ -87,8 +87,11 @@ extension ClientConnection {
             triedHit = true
             let answer = router.cachedAnswer(id: silent.id, params: silent.params, line: line, shape: shape, from: peer,
                                              caller: caller, memory: &memory)
-            if let answer { send(answer) }
-            state.end(served: answer != nil)
+            if let answer {
+                state.countServed()  // before the answer, as a remembered one
+                send(answer)
+            }
+            state.end(served: false)
             if answer != nil { return }
         }
         switch RPCEnvelope.parse(line) {
@@ -100,8 +103,11 @@ extension ClientConnection {
             if !triedHit, state.begin() {
                 let answer = router.cachedAnswer(request, line: line, shape: shape, from: peer, caller: caller,
                                                  memory: &memory)
-                if let answer { send(answer) }
-                state.end(served: answer != nil)
+                if let answer {
+                    state.countServed()
+                    send(answer)
+                }
+                state.end(served: false)
                 if answer != nil { return }
             }
             runSingle(request)

@@ -87,8 +87,10 @@ final class ServerState: Sendable {
 
     func end(served counted: Bool = true) {
         running.subtract(1, ordering: .sequentiallyConsistent)
-        if counted { served.add(1, ordering: .relaxed) }
+        if counted { countServed() }
     }
+
+    func countServed() { served.add(1, ordering: .relaxed) }
 
     func startDraining() -> [ClientConnection] {
         connections.withLock { connections in

@@ -19,17 +19,17 @@ import Musl
 /// of params written with an escape, a duplicate `id` or `correlationId`, an id or correlation id that is an object
 /// or an array, anything malformed). nil only means "parse it the usual way".
 public struct RequestLineShape: Sendable {
-    /// The line less the two values. Its hash is worked out once, when the key is made, with a cheap
-    /// multiply-and-shift over 8 bytes at a time: a lookup hashes a whole line, and SipHash over a few hundred bytes
-    /// costs more than the rest of the lookup. (The lines come from the user's own processes, and the memo is small and
-    /// starts again when full, so a weaker hash cannot be used to slow anyone else down.)
+    /// The line less the two values. Its hash is worked out once, when the key is made (`ByteDigest`): a lookup
+    /// hashes a whole line, and SipHash over a few hundred bytes costs more than the rest of the lookup. (The lines
+    /// come from the user's own processes, and the memo is small and starts again when full, so a weaker hash cannot
+    /// be used to slow anyone else down.)
     public struct Key: Hashable, Sendable {
         public let bytes: [UInt8]
         private let digest: UInt64
 
         init(bytes: [UInt8]) {
             self.bytes = bytes
-            digest = bytes.withUnsafeBytes(Self.digest)
+            digest = bytes.withUnsafeBytes(ByteDigest.of)
         }
 
         public func hash(into hasher: inout Hasher) { hasher.combine(digest) }
@@ -39,21 +39,6 @@ public struct RequestLineShape: Sendable {
             return a.bytes.withUnsafeBytes { x in
                 b.bytes.withUnsafeBytes { y in x.isEmpty || memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 }
             }
-        }
-
-        private static func digest(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
-            var h: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(bytes.count)
-            var i = 0
-            while i + 8 <= bytes.count {
-                h = (h ^ bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)) &* 0xFF51_AFD7_ED55_8CCD
-                h ^= h >> 29
-                i += 8
-            }
-            while i < bytes.count {
-                h = (h ^ UInt64(bytes[i])) &* 0xC4CE_B9FE_1A85_EC53
-                i += 1
-            }
-            return h ^ (h >> 32)
         }
     }
 

@@ -53,22 +53,23 @@ extension AcquireTokenSilentlyParams {
         do {
             try reader.readMembers(Self.members) { (index, reader) throws(JSONReadError) in
                 let kind = try reader.peekKind()
-                switch (Self.members.names[index], kind) {
-                case ("clientId", .string): clientId = try reader.readString()
-                case ("authority", _): authority = try Self.optionalString(kind, &reader)
-                case ("resource", _): resource = try Self.optionalString(kind, &reader)
-                case ("claims", _): claims = try Self.optionalString(kind, &reader)
-                case ("correlationId", _): correlationId = try Self.optionalString(kind, &reader)
-                case ("forceRefresh", .null): try reader.skipValue()
-                case ("forceRefresh", .bool): forceRefresh = try reader.readValue() == .bool(true)
-                case ("scopes", .array):
+                // By the table's index: matching the member's name as a String again cost a tenth of the read.
+                switch (index, kind) {
+                case (0, .string): clientId = try reader.readString()
+                case (1, _): authority = try Self.optionalString(kind, &reader)
+                case (2, _): resource = try Self.optionalString(kind, &reader)
+                case (3, _): claims = try Self.optionalString(kind, &reader)
+                case (4, _): correlationId = try Self.optionalString(kind, &reader)
+                case (5, .null): try reader.skipValue()
+                case (5, .bool): forceRefresh = try reader.readValue() == .bool(true)
+                case (6, .array):
                     var list: [String] = []
                     try reader.readArray { (reader) throws(JSONReadError) in
                         guard try reader.peekKind() == .string else { throw notPlain }
                         list.append(try reader.readString())
                     }
                     scopes = list
-                case ("account", _): account = try AccountReference(reading: &reader, kind: kind)
+                case (7, _): account = try AccountReference(reading: &reader, kind: kind)
                 default: throw notPlain
                 }
             }
@@ -80,6 +81,7 @@ extension AcquireTokenSilentlyParams {
                   claims: claims, correlationId: correlationId, resource: resource)
     }
 
+    /// In the order the switch above numbers them.
     private static let members = JSONKeyTable(["clientId", "authority", "resource", "claims", "correlationId",
                                                "forceRefresh", "scopes", "account"])
 

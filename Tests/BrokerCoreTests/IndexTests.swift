@@ -134,6 +134,32 @@ final class IndexTests: XCTestCase {
         XCTAssertEqual(cache.keys(.accessToken, CacheQuery(homeAccountId: "uid1.utid")), [key])
     }
 
+    /// A hit's granted scopes are its token's target, in stored order, split when the token is indexed (once per
+    /// target text) or given as a list; a token replaced under its key answers with its new target.
+    func testAHitGrantsItsTokensTargetAsStored() {
+        var cache = TokenCache()
+        let now: Int64 = 1000  // the tokens' expires_on is 4600
+        func granted(_ client: String, _ scopes: [String]) -> [String]? {
+            cache.cachedHitTokens(homeAccountId: "uid1.utid", clientId: client, environment: "login.microsoftonline.com",
+                                  tenant: "tenant-a", scopes: scopes, now: now)?.accessToken.target
+        }
+        for client in ["client-a", "client-b"] {
+            cache.put(.accessToken, key: "at-\(client)", accessToken(hid: "uid1.utid", client: client, realm: "tenant-a",
+                                                                    target: "User.Read\tMail.Read  openid",
+                                                                    secret: "fake-\(client)"))
+        }
+        XCTAssertEqual(granted("client-a", ["mail.read"]), ["User.Read", "Mail.Read", "openid"])
+        XCTAssertEqual(granted("client-b", ["user.read"]), ["User.Read", "Mail.Read", "openid"])
+        var listed = accessToken(hid: "uid1.utid", client: "client-c", realm: "tenant-a", target: "", secret: "fake-c")
+        listed[field: "target"] = .array([.string("Files.Read"), .string("User.Read")])
+        cache.put(.accessToken, key: "at-client-c", listed)
+        XCTAssertEqual(granted("client-c", ["files.read"]), ["Files.Read", "User.Read"])
+        cache.put(.accessToken, key: "at-client-a", accessToken(hid: "uid1.utid", client: "client-a", realm: "tenant-a",
+                                                               target: "Calendars.Read", secret: "fake-a2"))
+        XCTAssertNil(granted("client-a", ["mail.read"]))
+        XCTAssertEqual(granted("client-a", ["calendars.read"]), ["Calendars.Read"])
+    }
+
     func testIndexBuiltFromDocumentMatchesIndexBuiltByPuts() throws {
         let document = try CacheDocument.parse(sampleCache().persisted())
         let reloaded = TokenCache(document: document)

@@ -1,5 +1,6 @@
 import XCTest
 @testable import BrokerCache
+@testable import BrokerJSON
 @testable import BrokerCore
 @testable import OAuth
 
@@ -36,6 +37,37 @@ final class ScopesTests: XCTestCase {
         XCTAssertNil(table.number(of: "Files.Read"))
         XCTAssertNil(table.number(of: "files.read"))
         XCTAssertEqual(table.intern("İstanbul"), table.intern("İstanbul".lowercased()))
+    }
+
+    /// The checks that hash only a string of a listed name's length agree with the sets, in every case.
+    func testReservedScopesAndTenantAliasesAreFoundByTheirLength() {
+        for name in Scopes.reserved {
+            XCTAssertTrue(Scopes.isReserved(name), name)
+            XCTAssertFalse(Scopes.isReserved(name + "x"), name)
+        }
+        XCTAssertFalse(Scopes.isReserved("https://graph.microsoft.com/user.read"))
+        for name in TokenCache.tenantAliases {
+            XCTAssertTrue(TokenCache.isTenantAlias(name), name)
+            XCTAssertTrue(TokenCache.isTenantAlias(name.uppercased()), name)
+            XCTAssertFalse(TokenCache.isTenantAlias(String(name.dropLast()) + "x"), name)
+        }
+        XCTAssertFalse(TokenCache.isTenantAlias("c06a47ab-4fa5-4394-be5b-cdcf77d28c4b"))
+        XCTAssertFalse(TokenCache.isTenantAlias(""))
+    }
+
+    /// The tables a hit looks strings up in hash them by `ByteDigest`: every byte, the tail's included, moves it.
+    func testByteDigestTakesEveryByte() {
+        for length in 0..<40 {
+            let text = Array(repeating: UInt8(ascii: "a"), count: length)
+            let digest = text.withUnsafeBytes(ByteDigest.of)
+            XCTAssertEqual(ByteDigest.of(String(decoding: text, as: UTF8.self)), digest)
+            XCTAssertNotEqual((text + [0]).withUnsafeBytes(ByteDigest.of), digest, "length \(length)")
+            for position in 0..<length {
+                var changed = text
+                changed[position] = UInt8(ascii: "b")
+                XCTAssertNotEqual(changed.withUnsafeBytes(ByteDigest.of), digest, "length \(length), byte \(position)")
+            }
+        }
     }
 
     /// A use's key is the name of its row in the database: a new way of writing it must write what was written.

@@ -194,8 +194,8 @@ extension Broker {
         return .hit(LockedHit(tokens, plan: plan, use: use, generation: contents.generation, username: username, text: text))
     }
 
-    /// What a hit takes out of the lock: the answer is put together after it (`CachedHit(_:)`), so that splitting the
-    /// token's target and filling the outcome keep no other hit waiting.
+    /// What a hit takes out of the lock: the answer is put together after it (`CachedHit(_:)`), so that filling the
+    /// outcome keeps no other hit waiting.
     fileprivate struct LockedHit {
         var token: CachedAccessToken
         var idToken: String?
