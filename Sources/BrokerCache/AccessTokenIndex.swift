@@ -9,8 +9,9 @@ struct StringTable: Sendable {
     private var numbers: [Key: UInt32] = [:]
     private var strings: [String] = []
 
-    /// A string with its `ByteDigest`: every hit looks up its account, client, environment, realm and scopes here,
-    /// and `String`'s own hash (SipHash over every byte) was most of each lookup.
+    /// A string with its `ByteDigest`, worked out once per lookup and kept with the key (a table that grows hashes
+    /// its keys again): every hit looks up its account, client, environment, realm and scopes here, and `String`'s
+    /// own hash (SipHash over every byte) was most of each lookup.
     private struct Key: Hashable {
         let text: String
         let digest: UInt64

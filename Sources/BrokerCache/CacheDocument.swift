@@ -115,7 +115,11 @@ public struct CacheDocument: Sendable, Equatable {
             case .name(let index):
                 // Interpreted: read as a value, named by its number in the table.
                 name = .known(UInt8(index))
-                value = shared.share(try reader.readValue(), field: index)
+                if let last = shared.lastValue(field: index), reader.readString(ifEqualTo: last) {
+                    value = .string(last)  // the entry before's, compared where it lies: no String made
+                } else {
+                    value = shared.share(try reader.readValue(), field: index)
+                }
                 earlier = seen & (1 << index) == 0 ? nil : members.firstIndex { $0.name == name }
                 seen |= 1 << index
             case .other(let text):
@@ -298,6 +302,11 @@ public struct SharedValues: Sendable {
         let held = strings.insert(text).memberAfterInsert
         lastShared[field] = held
         return .string(held)
+    }
+
+    /// The value the shared field `field` had in the entry read last, if it is one.
+    func lastValue(field: Int) -> String? {
+        field < lastShared.count ? lastShared[field] : nil
     }
 
     mutating func takeScratch() -> [EntityField] {

@@ -1,3 +1,5 @@
+import BrokerJSON
+
 /// Entry keys by kind and lowercased home account id, for `TokenCache.find`: every lookup that matters names an
 /// account, an account has tens of entries, and `matches` checks the other fields on those. Sets of keys by
 /// environment, client, realm and scope were 40 % of loading a 100,000-token cache (sets of nearly every key, grown
@@ -5,35 +7,49 @@
 /// id-token index hold those tokens typed, in buckets of one account and one client.
 ///
 /// Built on its own from a document, so that a load can build it on a thread while the cache files its tokens
-/// (`TokenCache.init(document:aliases:entryKeys:)`): hashing every key is a fifth of a load's index.
+/// (`TokenCache.init(document:aliases:entryKeys:)`): hashing every key is a fifth of a load's index. Keys are hashed
+/// by their `ByteDigest` (SipHash over 150-byte keys was most of building this).
 public struct EntryKeys: Sendable {
-    private(set) var byAccount: [CredentialKind: [String: Set<String>]] = [:]
+    private(set) var byAccount: [CredentialKind: [DigestHashed: Set<DigestHashed>]] = [:]
+    /// The `preferred_username` of each id token's claims, by its key, when built for a load (`withUsernames`): the
+    /// id-token index keeps it, and decoding the claims there was a sixth of the index built on the load's other thread.
+    /// Taken by `TokenCache.init(document:aliases:entryKeys:)`.
+    /// nil for a token whose claims have none.
+    var idTokenUsernames: [DigestHashed: String?] = [:]
 
     init() {}
 
-    public init(_ document: CacheDocument) {
+    public init(_ document: CacheDocument, withUsernames: Bool = false) {
         let accounts = document.entries[.account]?.count ?? 0
         for (kind, section) in document.entries {
             // About one bucket per account in the index of each kind that names accounts.
             if kind != .appMetadata, !section.isEmpty { byAccount[kind, default: [:]].reserveCapacity(accounts) }
             for (key, entity) in section { insert(kind, key, entity) }
         }
+        guard withUsernames, let idTokens = document.entries[.idToken] else { return }
+        idTokenUsernames.reserveCapacity(idTokens.count)
+        for (key, entity) in idTokens {
+            idTokenUsernames[DigestHashed(key)] = .some(TokenCache.preferredUsername(of: entity))
+        }
     }
 
     /// The keys of one account's entries of `kind` (`hid` lowercased).
-    func keys(_ kind: CredentialKind, account hid: String) -> Set<String> { byAccount[kind]?[hid] ?? [] }
+    func keys(_ kind: CredentialKind, account hid: String) -> [String] {
+        byAccount[kind]?[DigestHashed(hid)].map { $0.map(\.text) } ?? []
+    }
 
     /// Distinct accounts with an entry of `kind`.
     func accountCount(_ kind: CredentialKind) -> Int { byAccount[kind]?.count ?? 0 }
 
     mutating func insert(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
         guard let hid = entity.homeAccountId?.lowercasedIfNeeded else { return }
-        byAccount[kind, default: [:]][hid, default: []].insert(key)
+        byAccount[kind, default: [:]][DigestHashed(hid), default: []].insert(DigestHashed(key))
     }
 
     mutating func remove(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity) {
         guard let hid = entity.homeAccountId?.lowercasedIfNeeded else { return }
-        byAccount[kind]?[hid]?.remove(key)
-        if byAccount[kind]?[hid]?.isEmpty == true { byAccount[kind]?[hid] = nil }
+        let account = DigestHashed(hid)
+        byAccount[kind]?[account]?.remove(DigestHashed(key))
+        if byAccount[kind]?[account]?.isEmpty == true { byAccount[kind]?[account] = nil }
     }
 }

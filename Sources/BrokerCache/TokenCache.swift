@@ -96,11 +96,22 @@ public struct TokenCache: Sendable {
             state = BrokerState(json: json)
             self.document.otherSections.removeAll { $0.name == BrokerState.sectionName }
         }
-        for (kind, section) in document.entries {
+        for (kind, section) in document.entries where kind != .idToken {
             if kind == .accessToken { accessTokens.insertAll(section) }
             for (key, entity) in section { addToIndex(kind, key, entity, loading: true) }
         }
+        // Id tokens last: a load decodes their claims beside the access tokens filed above (`EntryKeys.idTokenUsernames`).
         index = entryKeys?() ?? EntryKeys(document)
+        let usernames = index.idTokenUsernames
+        index.idTokenUsernames = [:]
+        for (key, entity) in document.entries[.idToken] ?? [:] {
+            addToIndex(.idToken, key, entity, loading: true, username: usernames[DigestHashed(key)])
+        }
+    }
+
+    /// What the id-token index keeps of an id token's claims.
+    static func preferredUsername(of entity: CacheEntity) -> String? {
+        entity.secret.flatMap { JWTPayload.stringClaim("preferred_username", of: $0) }
     }
 
     // MARK: Reading
@@ -326,11 +337,13 @@ public struct TokenCache: Sendable {
     // MARK: Index maintenance
 
     /// `loading`: from `init`, which files the access tokens and the entry keys of a whole section at once.
-    private mutating func addToIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity, loading: Bool = false) {
+    /// `username`: the id token's `preferred_username`, when a load decoded it already.
+    private mutating func addToIndex(_ kind: CredentialKind, _ key: String, _ entity: CacheEntity, loading: Bool = false,
+                                     username: String?? = nil) {
         if kind == .idToken {
             // Only `preferred_username` is kept of the claims (a summary decodes them when it is built).
-            let username = entity.secret.flatMap { JWTPayload.stringClaim("preferred_username", of: $0) }
-            idTokens.insert(key, entity, preferredUsername: username, strings: &accessTokens.strings)
+            idTokens.insert(key, entity, preferredUsername: username ?? Self.preferredUsername(of: entity),
+                            strings: &accessTokens.strings)
         }
         if kind == .accessToken, !loading { accessTokens.insert(key, entity) }
         guard let hid = entity.homeAccountId?.lowercasedIfNeeded else { return }

@@ -214,6 +214,22 @@ public struct JSONReader {
         }
     }
 
+    /// Reads the string value at the reader when it is `candidate` as written (no escape in it) and returns true;
+    /// leaves anything else unread and returns false. Compared where it lies, no String made: a load compares an
+    /// entry's repeated values (its account, environment, client, realm, target) with the entry before's this way.
+    public mutating func readString(ifEqualTo candidate: String) -> Bool {
+        skipWhitespace()
+        guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { return false }
+        let start = position + 1, end = scanRun(from: start).end
+        guard end < bytes.count, bytes[end] == UInt8(ascii: "\""), candidate.utf8.count == end - start else { return false }
+        let equal = candidate.utf8.withContiguousStorageIfAvailable { text in
+            text.isEmpty || bytes.withUnsafeBufferPointer { memcmp(text.baseAddress!, $0.baseAddress! + start, text.count) == 0 }
+        } ?? candidate.utf8.elementsEqual(bytes[start..<end])
+        guard equal else { return false }
+        position = end + 1
+        return true
+    }
+
     /// A plain ASCII string without escapes is scanned past; anything else (an escape, a byte to validate, an error)
     /// is read by `readString`, which checks it.
     private mutating func skipString() throws(JSONReadError) {

@@ -1,3 +1,4 @@
+import Foundation
 import BrokerCache
 import BrokerCore
 import BrokerJSON
@@ -158,6 +159,35 @@ final class IndexTests: XCTestCase {
                                                                target: "Calendars.Read", secret: "fake-a2"))
         XCTAssertNil(granted("client-a", ["mail.read"]))
         XCTAssertEqual(granted("client-a", ["calendars.read"]), ["Calendars.Read"])
+    }
+
+    /// A load decodes the id tokens' `preferred_username` on the thread that builds the entry keys; the index keeps
+    /// the same names as when it decodes them itself, and decodes them itself when the keys came without them.
+    func testIdTokenUsernamesDecodedBesideTheKeysAreTheOnesTheIndexWouldDecode() {
+        func jwt(_ payload: String) -> String {
+            let encoded = Data(payload.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            return "eyJhbGciOiJub25lIn0.\(encoded).sig"
+        }
+        var document = CacheDocument()
+        for n in 0..<40 {
+            let payload = n % 4 == 0 ? #"{"sub":"x"}"# : #"{"preferred_username":"user\#(n)@contoso.example","sub":"x"}"#
+            let secret = n % 9 == 0 ? "not a jwt" : jwt(payload)
+            document.entries[.idToken, default: [:]]["idt-\(n)"] = idToken(hid: "uid\(n).utid", client: "client-a",
+                                                                         realm: "tenant", secret: secret)
+        }
+        let caches = [TokenCache(document: document),
+                      TokenCache(document: document, entryKeys: { EntryKeys(document, withUsernames: true) }),
+                      TokenCache(document: document, entryKeys: { EntryKeys(document) })]
+        for n in 0..<40 {
+            let expected = n % 4 == 0 || n % 9 == 0 ? nil : "user\(n)@contoso.example"
+            for (which, cache) in caches.enumerated() {
+                let found = cache.latestIdTokenAndUsername(homeAccountId: "uid\(n).utid", environment: "login.microsoftonline.com",
+                                                           clientId: "client-a")
+                XCTAssertNotNil(found, "token \(n), cache \(which)")
+                XCTAssertEqual(found?.preferredUsername, expected, "token \(n), cache \(which)")
+            }
+        }
     }
 
     func testIndexBuiltFromDocumentMatchesIndexBuiltByPuts() throws {

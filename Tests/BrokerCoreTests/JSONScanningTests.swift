@@ -178,6 +178,39 @@ final class JSONScanningTests: XCTestCase {
             XCTAssertEqual(byTable.map(\.1), byString.map(\.1), object)
         }
     }
+
+    /// A value compared where it lies is read only when it is the candidate as written; anything else (another
+    /// string, a longer or shorter one, the same text escaped, not a string) is left for the usual read, which then
+    /// reads it whole.
+    func testAStringComparedWhereItLiesIsReadOnlyWhenItIsTheCandidate() throws {
+        let candidate = "c06a47ab-4fa5-4394-be5b-cdcf77d28c4b.tenant-é"
+        let cases: [(value: String, equal: Bool)] = [
+            (#""c06a47ab-4fa5-4394-be5b-cdcf77d28c4b.tenant-é""#, true),
+            (#" "c06a47ab-4fa5-4394-be5b-cdcf77d28c4b.tenant-é""#, true),
+            (#""c06a47ab-4fa5-4394-be5b-cdcf77d28c4b.tenant-e""#, false),
+            (#""c06a47ab-4fa5-4394-be5b-cdcf77d28c4b.tenant""#, false),
+            (#""c06a47ab-4fa5-4394-be5b-cdcf77d28c4b.tenant-éé""#, false),
+            (#""c06a47ab-4fa5-4394-be5b-cdcf77d28c4b.tenant-\u00e9""#, false),
+            (#""\u0063\u0030""#, false), ("42", false), ("null", false), (#""""#, false),
+        ]
+        for (value, equal) in cases {
+            let text = #"{"v":\#(value),"w":"after"}"#
+            var reader = JSONReader(text)
+            var read: [JSONValue] = []
+            try reader.readObject { (key, reader) throws(JSONReadError) in
+                if key == "v", reader.readString(ifEqualTo: candidate) {
+                    read.append(.string(candidate))
+                } else {
+                    XCTAssertFalse(key == "v" && equal, value)
+                    read.append(try reader.readValue())
+                }
+            }
+            XCTAssertEqual(read, [try JSONReader.parse(value), .string("after")], value)
+            XCTAssertEqual(read.first == .string(candidate), equal || value.contains("\\u00e9"), value)
+        }
+        var empty = JSONReader(#""""#)
+        XCTAssertTrue(empty.readString(ifEqualTo: ""))
+    }
 }
 
 private func * (bytes: [UInt8], count: Int) -> [UInt8] {

@@ -366,8 +366,10 @@ struct CacheAssembler: Sendable {
         guard document.entityCount >= CacheStore.twoPartLoadRows else {
             return TokenCache(document: document, state: state, learned: learned)
         }
-        // The keys by account on a thread of their own while this one files the tokens.
-        let keys = JoinableThread.start { EntryKeys(document) }
-        return TokenCache(document: document, state: state, learned: learned) { keys?.join() ?? EntryKeys(document) }
+        // The keys by account, and the id tokens' usernames, on a thread of their own while this one files the tokens.
+        let keys = JoinableThread.start { EntryKeys(document, withUsernames: true) }
+        return TokenCache(document: document, state: state, learned: learned) {
+            keys?.join() ?? EntryKeys(document, withUsernames: true)
+        }
     }
 }
