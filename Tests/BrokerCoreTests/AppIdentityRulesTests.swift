@@ -158,6 +158,20 @@ final class AppIdentityRulesTests: XCTestCase {
         XCTAssertTrue(audit.isEmpty, "allowed requests are recorded by the front end with their outcome")
     }
 
+    /// Rows are counted together only when every field is the same: a front end or an outcome of the same length
+    /// as another's (the queue hashes those by their length) still makes a row of its own.
+    func testAuditRowsAlikeButForAWordOfTheSameLengthStayApart() async throws {
+        let access = try AppAccess(settings: AppPolicySettings(), databasePath: nil, retention: .init(days: 1, maximumRows: 1_000),
+                                   logger: Logger(label: "test"))
+        for (frontEnd, outcome) in [("socket", "cache"), ("socket", "cache"), ("socket", "fresh"), ("sockey", "cache")] {
+            access.record(az, frontEnd: frontEnd, clientId: "c", scopes: ["User.Read"], homeAccountId: "a.t", username: nil,
+                          outcome: outcome)
+        }
+        let rows = try await access.audit(AuditFilter())
+        XCTAssertEqual(rows.map { "\($0.frontEnd) \($0.outcome) \($0.count)" }.sorted(),
+                       ["socket cache 2", "socket fresh 1", "sockey cache 1"])
+    }
+
     func testTheAuditCountsRepeatsFiltersAndPrunes() async throws {
         let access = try AppAccess(settings: AppPolicySettings(), databasePath: nil, retention: .init(days: 1, maximumRows: 1_000),
                                    logger: Logger(label: "test"))

@@ -1,5 +1,6 @@
 import BrokerPlatform
 import BrokerCache
+import BrokerJSON
 import BrokerStore
 import Logging
 import Synchronization
@@ -402,6 +403,17 @@ struct AuditQueue {
         init(_ row: AuditRow) {
             (app, pid, clientId, scopes, homeAccountId) = (row.app, row.pid, row.clientId, row.scopes, row.homeAccountId)
             (outcome, frontEnd, detail) = (row.outcome, row.frontEnd, row.detail)
+        }
+
+        /// By `ByteDigest` (D-Bus queues a row per token handed out; SipHash over its few hundred bytes was most of
+        /// queueing it). The words that name a front end or an outcome are short and few: their length stands in.
+        func hash(into hasher: inout Hasher) {
+            var digest = ByteDigest.of(app) ^ ByteDigest.of(clientId) &* 3 ^ ByteDigest.of(scopes) &* 5
+            if let homeAccountId { digest ^= ByteDigest.of(homeAccountId) &* 7 }
+            if let detail { digest ^= ByteDigest.of(detail) &* 11 }
+            hasher.combine(digest)
+            hasher.combine(pid)
+            hasher.combine(outcome.utf8.count &* 64 &+ frontEnd.utf8.count)
         }
     }
     /// Past this many rows waiting (a writer that cannot write), equal rows are still counted, new ones dropped and counted.
