@@ -188,10 +188,13 @@ public final class CacheDatabase: @unchecked Sendable {
                     binding: [.int64(rowids.lowerBound), .int64(rowids.upperBound)], body)
     }
 
-    /// The lowest and highest rowid, nil when there is no row (both ends of the rowid b-tree: no row is read).
+    /// The lowest and highest rowid, nil when there is no row. Asked as two queries in one: SQLite reads a lone
+    /// `min()` or `max()` from one end of the b-tree, but `min(rowid), max(rowid)` together from every row (a
+    /// fortieth of a load of 100,000 tokens, before its reading could start).
     public func rowidBounds() throws -> ClosedRange<Int64>? {
         do {
-            return try connection.withStatement("SELECT min(rowid), max(rowid) FROM entries") { statement in
+            return try connection.withStatement(
+                "SELECT (SELECT min(rowid) FROM entries), (SELECT max(rowid) FROM entries)") { statement in
                 guard try statement.step(), !statement.isNull(0) else { return nil }
                 return statement.int64(0)...statement.int64(1)
             }

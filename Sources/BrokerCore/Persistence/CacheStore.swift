@@ -128,7 +128,7 @@ public actor CacheStore {
         try loadAll(inTwoPartsFrom: sysconf(Int32(_SC_NPROCESSORS_ONLN)) > 1 ? Self.twoPartLoadRows : .max)
     }
 
-    /// From this many rows, a load on a machine of several cores reads the second half of the rows on a thread and
+    /// From this many rows (their rowids' span), a load on a machine of several cores reads the second half of the rows on a thread and
     /// a connection of their own while this one reads the first: opening secrets and parsing entries is most of a
     /// load, 1.5-2.6 s for 100,000 tokens on one core of the bench machine. A smaller cache is not worth a thread.
     static let twoPartLoadRows = 10_000
@@ -136,13 +136,13 @@ public actor CacheStore {
     /// `loadAll`, in two parts from `minimumRows` rows.
     func loadAll(inTwoPartsFrom minimumRows: Int) throws -> Loaded {
         guard let database else { return Loaded(cache: TokenCache(), problems: []) }
-        let counts = (try? database.sectionCounts()) ?? [:]
         var problems: [String] = []
-        var assembler = CacheAssembler(expecting: counts)
         var secondPart: JoinableThread<Swift.Result<(CacheAssembler, [String]), any Error>>?
         var firstRows: ClosedRange<Int64>?, secondRows: ClosedRange<Int64>?
-        if counts.values.reduce(0, +) >= minimumRows, let key, let rowids = try database.rowidBounds(),
-           rowids.lowerBound < rowids.upperBound {
+        // The rowids' span stands for the row count (never fewer rows than it), so that the second half starts
+        // reading before this thread counts the sections, which reads the whole primary key's index.
+        if let key, let rowids = try database.rowidBounds(), rowids.lowerBound < rowids.upperBound,
+           rowids.upperBound &- rowids.lowerBound >= Int64(minimumRows) - 1 {
             let middle = rowids.lowerBound + (rowids.upperBound - rowids.lowerBound) / 2
             let (first, second) = (rowids.lowerBound...middle, (middle + 1)...rowids.upperBound)
             let path = self.path
@@ -157,6 +157,7 @@ public actor CacheStore {
             }
             if secondPart != nil { (firstRows, secondRows) = (first, second) }
         }
+        var assembler = CacheAssembler(expecting: (try? database.sectionCounts()) ?? [:])
         let firstPart = Swift.Result { () throws -> [String] in
             if let firstRows { return try database.forEachRow(rowids: firstRows) { assembler.add($0, problems: &problems) } }
             return try database.forEachRow { assembler.add($0, problems: &problems) }
