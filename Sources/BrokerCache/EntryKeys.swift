@@ -11,10 +11,9 @@ import BrokerJSON
 /// by their `ByteDigest` (SipHash over 150-byte keys was most of building this).
 public struct EntryKeys: Sendable {
     private(set) var byAccount: [CredentialKind: [DigestHashed: Set<DigestHashed>]] = [:]
-    /// The `preferred_username` of each id token's claims, by its key, when built for a load (`withUsernames`): the
-    /// id-token index keeps it, and decoding the claims there was a sixth of the index built on the load's other thread.
-    /// Taken by `TokenCache.init(document:aliases:entryKeys:)`.
-    /// nil for a token whose claims have none.
+    /// The `preferred_username` of each id token's claims by its key (nil for claims without one), when built for a
+    /// load (`withUsernames`): the id-token index keeps it, and decoding the claims there was a sixth of the index
+    /// the load builds on its first thread. Taken by `TokenCache.init(document:aliases:entryKeys:)`.
     var idTokenUsernames: [DigestHashed: String?] = [:]
 
     init() {}

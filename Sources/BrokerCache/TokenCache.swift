@@ -100,7 +100,7 @@ public struct TokenCache: Sendable {
             if kind == .accessToken { accessTokens.insertAll(section) }
             for (key, entity) in section { addToIndex(kind, key, entity, loading: true) }
         }
-        // Id tokens last: a load decodes their claims beside the access tokens filed above (`EntryKeys.idTokenUsernames`).
+        // Id tokens last: a load decodes their claims while the access tokens are filed (`EntryKeys.idTokenUsernames`).
         index = entryKeys?() ?? EntryKeys(document)
         let usernames = index.idTokenUsernames
         index.idTokenUsernames = [:]

@@ -221,9 +221,12 @@ public struct JSONReader {
         skipWhitespace()
         guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { return false }
         let start = position + 1, end = scanRun(from: start).end
-        guard end < bytes.count, bytes[end] == UInt8(ascii: "\""), candidate.utf8.count == end - start else { return false }
+        guard end < bytes.count, bytes[end] == UInt8(ascii: "\""), candidate.utf8.count == end - start else {
+            return false
+        }
         let equal = candidate.utf8.withContiguousStorageIfAvailable { text in
-            text.isEmpty || bytes.withUnsafeBufferPointer { memcmp(text.baseAddress!, $0.baseAddress! + start, text.count) == 0 }
+            text.isEmpty
+                || bytes.withUnsafeBufferPointer { memcmp(text.baseAddress!, $0.baseAddress! + start, text.count) == 0 }
         } ?? candidate.utf8.elementsEqual(bytes[start..<end])
         guard equal else { return false }
         position = end + 1

@@ -128,9 +128,10 @@ public actor CacheStore {
         try loadAll(inTwoPartsFrom: sysconf(Int32(_SC_NPROCESSORS_ONLN)) > 1 ? Self.twoPartLoadRows : .max)
     }
 
-    /// From this many rows (their rowids' span), a load on a machine of several cores reads the second half of the rows on a thread and
-    /// a connection of their own while this one reads the first: opening secrets and parsing entries is most of a
-    /// load, 1.5-2.6 s for 100,000 tokens on one core of the bench machine. A smaller cache is not worth a thread.
+    /// From this many rows (their rowids' span), a load on a machine of several cores reads the second half of the
+    /// rows on a thread and a connection of their own while this one reads the first: opening secrets and parsing
+    /// entries is most of a load, 1.5-2.6 s for 100,000 tokens on one core of the bench machine. A smaller cache is
+    /// not worth a thread.
     static let twoPartLoadRows = 10_000
 
     /// `loadAll`, in two parts from `minimumRows` rows.
