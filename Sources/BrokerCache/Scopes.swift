@@ -27,13 +27,21 @@ public enum Scopes {
         return result
     }
 
-    /// `reserved.contains`, hashing only a scope of a reserved scope's length (6, 7 or 14 bytes): every silent
-    /// request's scopes are checked, and hashing a URL-long scope for it was most of the check.
+    /// `reserved.contains`, hashing only a scope of a reserved scope's length: every silent request's scopes are
+    /// checked, and hashing a URL-long scope for it was most of the check.
     static func isReserved(_ lowercased: String) -> Bool {
-        switch lowercased.utf8.count {
-        case 6, 7, 14: return reserved.contains(lowercased)
-        default: return false
-        }
+        lengthMask(reservedLengths, has: lowercased) && reserved.contains(lowercased)
+    }
+
+    private static let reservedLengths = lengthMask(of: reserved)
+
+    /// The UTF-8 lengths of `names` as bits of a word (64 and over as the top bit).
+    static func lengthMask(of names: Set<String>) -> UInt64 {
+        names.reduce(0) { $0 | 1 << min(UInt64($1.utf8.count), 63) }
+    }
+
+    static func lengthMask(_ mask: UInt64, has text: String) -> Bool {
+        mask & 1 << min(UInt64(text.utf8.count), 63) != 0
     }
 
     /// What goes on the wire: the request plus openid, profile and offline_access, sorted (as msal-python sends it).

@@ -19,14 +19,13 @@ extension TokenCache {
     /// Tenants that stand for the account's home tenant: a token of any realm answers them.
     static let tenantAliases: Set<String> = ["common", "organizations", "consumers"]
 
-    /// `tenantAliases.contains`, ignoring case, hashing only a tenant of an alias's length (6, 9 or 13 bytes): every
-    /// hit asks, and its tenant is usually a GUID.
+    /// `tenantAliases.contains`, ignoring case, hashing only a tenant of an alias's length: every hit asks, and its
+    /// tenant is usually a GUID.
     static func isTenantAlias(_ tenant: String) -> Bool {
-        switch tenant.utf8.count {
-        case 6, 9, 13: return tenantAliases.contains(tenant.lowercasedIfNeeded)
-        default: return false
-        }
+        Scopes.lengthMask(tenantAliasLengths, has: tenant) && tenantAliases.contains(tenant.lowercasedIfNeeded)
     }
+
+    private static let tenantAliasLengths = Scopes.lengthMask(of: tenantAliases)
 
     /// The id_token of the account for this client in this environment stored last (what a token answer carries).
     public func latestIdToken(homeAccountId: String, environment: String, clientId: String) -> String? {
