@@ -252,15 +252,23 @@ public struct CacheDocument: Sendable, Equatable {
         var parts: [CacheDocument] = []
         var current = CacheDocument(), count = 0
         for kind in CredentialKind.allCases {
-            for (key, entity) in entries[kind] ?? [:] {
-                current.entries[kind, default: [:]][key] = entity
+            guard let section = entries[kind] else { continue }
+            var left = section.count
+            // Each part's section sized once: grown an entry at a time, its keys were hashed again at each doubling.
+            var part = [String: CacheEntity](minimumCapacity: min(size - count, left))
+            for (key, entity) in section {
+                part[key] = entity
                 count += 1
+                left -= 1
                 if count == size {
+                    current.entries[kind] = part
                     parts.append(current)
                     current = CacheDocument()
                     count = 0
+                    part = [String: CacheEntity](minimumCapacity: min(size, left))
                 }
             }
+            if !part.isEmpty { current.entries[kind] = part }
         }
         current.otherSections = otherSections
         current.opaqueEntries = opaqueEntries

@@ -283,6 +283,15 @@ public struct TokenCache: Sendable {
         changedRows.insert(.entry(kind, key: key))
     }
 
+    /// Room in each section for the entries of `incoming`, made once before an import merges it part by part: a
+    /// section grown an entry at a time doubled a dozen times on the way to 100,000 tokens, hashing every key it
+    /// held again at each.
+    public mutating func reserveCapacity(forMerging incoming: CacheDocument) {
+        for (kind, section) in incoming.entries where !section.isEmpty {
+            document.entries[kind, default: [:]].reserveCapacity((document.entries[kind]?.count ?? 0) + section.count)
+        }
+    }
+
     /// Adds an entry under the key msal-python would use, replacing what is there.
     @discardableResult
     public mutating func add(_ kind: CredentialKind, _ entity: CacheEntity) -> String {

@@ -263,6 +263,7 @@ public actor Broker {
 
     public func importDocument(_ document: CacheDocument) async throws -> ImportReport {
         var report = ImportReport()
+        cache.reserveCapacity(forMerging: document)
         let parts = document.parts(of: Self.importPartSize)
         for (number, part) in parts.enumerated() {
             let merged = cache.merge(part)

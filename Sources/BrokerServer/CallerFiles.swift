@@ -28,15 +28,15 @@ enum CallerFiles {
         guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { throw failure("\(path) is not a regular file") }
         guard info.st_uid == geteuid() else { throw failure("\(path) belongs to another user (uid \(info.st_uid))") }
         guard info.st_size <= maximumImportBytes else { throw failure("\(path) is larger than \(maximumImportBytes) bytes") }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-        var done = 0
-        while done < bytes.count {
-            let got = bytes.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress! + done, $0.count - done) }
-            if got < 0, errno == EINTR { continue }
-            guard got > 0 else { throw failure("cannot read \(path): \(got < 0 ? String(cString: strerror(errno)) : "it shrank")") }
-            done += got
+        // Read into memory not zeroed first: a document may be hundreds of megabytes, each byte written by the read.
+        return try [UInt8](unsafeUninitializedCapacity: Int(info.st_size)) { buffer, initialized in
+            while initialized < buffer.count {
+                let got = Glibc.read(fd, buffer.baseAddress! + initialized, buffer.count - initialized)
+                if got < 0, errno == EINTR { continue }
+                guard got > 0 else { throw failure("cannot read \(path): \(got < 0 ? String(cString: strerror(errno)) : "it shrank")") }
+                initialized += got
+            }
         }
-        return bytes
     }
 
     /// Writes through `produce` into a new file beside `path` (0600), then renames it over `path`: a reader never

@@ -81,7 +81,8 @@ public final class CacheDatabase: @unchecked Sendable {
     }
 
     public let path: String
-    private let key: SymmetricKey
+    /// Seals and opens the secrets under the database's key.
+    let sealer: RowSealer
     private let connection: SQLiteConnection
     /// Opened with `readOnlySnapshotOf`: every write is refused.
     public private(set) var isReadOnly = false
@@ -103,7 +104,7 @@ public final class CacheDatabase: @unchecked Sendable {
         // The cipher is part of the on-disk format; a shorter key would silently write a weaker cache.
         precondition(key.bitCount == 256, "CacheDatabase needs a 256-bit key")
         self.path = path
-        self.key = key
+        sealer = RowSealer(key: key)
         try Self.prepareFile(path)
         do {
             connection = try SQLiteConnection(path: path)
@@ -125,7 +126,7 @@ public final class CacheDatabase: @unchecked Sendable {
     public init(readOnlySnapshotOf path: String, key: SymmetricKey) throws {
         precondition(key.bitCount == 256, "CacheDatabase needs a 256-bit key")
         self.path = path
-        self.key = key
+        sealer = RowSealer(key: key)
         if let size = Self.fileSize(path + "-wal"), size > 0 {
             throw Failure.notADatabase(path: path, detail: "it cannot be opened for writing and its write-ahead log holds commits")
         }
@@ -243,7 +244,7 @@ public final class CacheDatabase: @unchecked Sendable {
                     var row = StoredRow(section: section, key: key, body: statement.blob(2),
                                         account: statement.isNull(4) ? nil : statement.text(4))
                     if !statement.isNull(3) {
-                        let secret = statement.withBlob(3) { try? open($0, section: section, key: key) }
+                        let secret = statement.withBlob(3) { try? sealer.open($0, section: section, key: key) }
                         guard let secret else {
                             problems.append(
                                 "\(section) entry \"\(key)\": its secret cannot be decrypted (tampered with or sealed for another entry); skipped")
@@ -265,10 +266,11 @@ public final class CacheDatabase: @unchecked Sendable {
     public func apply(_ changes: [RowChange]) throws {
         guard !changes.isEmpty else { return }
         if isReadOnly { throw Failure.readOnly(path: path) }
+        let sealed = try sealer.seal(changes)
         do {
             try connection.exec("BEGIN IMMEDIATE")
             do {
-                for change in RowChange.inKeyOrder(changes) { try write(change) }
+                for offset in RowChange.keyOrder(changes) { try write(changes[offset], sealedSecret: sealed[offset]) }
                 try connection.exec("COMMIT")
             } catch {
                 // A failed COMMIT or an I/O error may already have ended the transaction.
@@ -280,10 +282,10 @@ public final class CacheDatabase: @unchecked Sendable {
         }
     }
 
-    private func write(_ change: RowChange) throws {
+    private func write(_ change: RowChange, sealedSecret: [UInt8]?) throws {
         switch change {
         case .put(let row):
-            let sealed: SQLiteValue = try row.secret.map { .blob(try seal($0, section: row.section, key: row.key)) } ?? .null
+            let sealed: SQLiteValue = sealedSecret.map(SQLiteValue.blob) ?? .null
             // An upsert rather than INSERT OR REPLACE: it updates in place instead of deleting and reinserting.
             try connection.withStatement("""
                 INSERT INTO entries(section, key, body, sealed, account) VALUES(?1, ?2, ?3, ?4, ?5)
@@ -302,35 +304,6 @@ public final class CacheDatabase: @unchecked Sendable {
         case .deleteAll:
             try connection.withStatement("DELETE FROM entries") { statement in _ = try statement.step() }
         }
-    }
-
-    // MARK: Sealing
-
-    /// The associated data binds a sealed secret to its row, so a sealed blob copied into another row (or
-    /// another section) does not open there.
-    static func associatedData(section: String, key: String) -> [UInt8] {
-        var data: [UInt8] = []
-        data.reserveCapacity(section.utf8.count + 1 + key.utf8.count)
-        data += section.utf8
-        data.append(0)
-        data += key.utf8
-        return data
-    }
-
-    private func seal(_ secret: [UInt8], section: String, key: String) throws -> [UInt8] {
-        let box = try AES.GCM.seal(secret, using: self.key,
-                                   authenticating: Self.associatedData(section: section, key: key))
-        // Always present with the default 12-byte nonce.
-        guard let combined = box.combined else { throw CryptoKitError.incorrectParameterSize }
-        return combined.withUnsafeBytes { Array($0) }
-    }
-
-    private func open(_ sealed: UnsafeRawBufferPointer, section: String, key: String) throws -> [UInt8] {
-        let box = try AES.GCM.SealedBox(combined: sealed)
-        let plaintext = try AES.GCM.open(box, using: self.key,
-                                         authenticating: Self.associatedData(section: section, key: key))
-        // One memcpy: Array(plaintext) would walk Data's iterator byte by byte (it showed in profiles).
-        return plaintext.withUnsafeBytes { Array($0) }
     }
 
     // MARK: Opening
@@ -411,7 +384,7 @@ public final class CacheDatabase: @unchecked Sendable {
                     CREATE TABLE meta(name TEXT PRIMARY KEY, value BLOB);
                     PRAGMA user_version = \(Self.schemaVersion);
                     """)
-                let check = try seal(Self.keyCheckPlaintext, section: "meta", key: Self.keyCheckName)
+                let check = try sealer.seal(Self.keyCheckPlaintext, section: "meta", key: Self.keyCheckName)
                 try connection.withStatement("INSERT INTO meta(name, value) VALUES(?1, ?2)") { statement in
                     try statement.bind(.text(Self.keyCheckName), .blob(check))
                     try statement.step()
@@ -464,7 +437,7 @@ public final class CacheDatabase: @unchecked Sendable {
         guard let check else {
             throw Failure.notADatabase(path: path, detail: "the key check row is missing")
         }
-        guard let plaintext = try? check.withUnsafeBytes({ try open($0, section: "meta", key: Self.keyCheckName) }),
+        guard let plaintext = try? check.withUnsafeBytes({ try sealer.open($0, section: "meta", key: Self.keyCheckName) }),
               plaintext == Self.keyCheckPlaintext else {
             throw Failure.wrongKey(path: path)
         }

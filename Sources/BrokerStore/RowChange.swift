@@ -8,22 +8,22 @@ public enum RowChange: Sendable {
 }
 
 extension RowChange {
-    /// The changes in (section, key) order, each row's own changes and every `deleteAll` kept where they were.
-    /// Written in the primary key's order, a large batch fills one B-tree page after another. In the cache's hash
-    /// order each row landed on another page than the last, more pages than SQLite's page cache holds, so pages
-    /// were read back from the WAL and written again.
-    static func inKeyOrder(_ changes: [RowChange]) -> [RowChange] {
-        guard changes.count > 1 else { return changes }
-        var ordered: [RowChange] = []
-        ordered.reserveCapacity(changes.count)
-        // Places are sorted, not the changes: moving a change copies its row (five references) at every step.
+    /// The offsets of the changes in (section, key) order, each row's own changes and every `deleteAll` kept where
+    /// they were. Written in the primary key's order, a large batch fills one B-tree page after another. In the
+    /// cache's hash order each row landed on another page than the last, more pages than SQLite's page cache holds,
+    /// so pages were read back from the WAL and written again.
+    static func keyOrder(_ changes: [RowChange]) -> [Int] {
+        guard changes.count > 1 else { return Array(changes.indices) }
+        var order: [Int] = []
+        order.reserveCapacity(changes.count)
+        // Offsets are handed out, not changes: a change copied holds its row's five references.
         var run: [(section: String, key: String, offset: Int)] = []
         func flush() {
             run.sort { a, b in
                 if a.section != b.section { return a.section < b.section }
                 return a.key != b.key ? a.key < b.key : a.offset < b.offset
             }
-            ordered.append(contentsOf: run.lazy.map { changes[$0.offset] })
+            order.append(contentsOf: run.lazy.map(\.offset))
             run.removeAll(keepingCapacity: true)
         }
         for (offset, change) in changes.enumerated() {
@@ -31,11 +31,11 @@ extension RowChange {
                 run.append((place.section, place.key, offset))
             } else {
                 flush()
-                ordered.append(change)  // a deleteAll, where it was
+                order.append(offset)  // a deleteAll, where it was
             }
         }
         flush()
-        return ordered
+        return order
     }
 
     /// The row a change is about; nil for `deleteAll`, which is about every row.

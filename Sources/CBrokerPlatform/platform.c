@@ -7,6 +7,7 @@
 #include <malloc.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #ifndef SYS_pidfd_open
@@ -43,6 +44,8 @@ int brokerd_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
 int brokerd_limit_malloc_arenas(void) { return mallopt(M_ARENA_MAX, 4); }
 
 int brokerd_trim_heap(void) { return malloc_trim(0); }
+
+long brokerd_random_bytes(void *buf, unsigned long len) { return getrandom(buf, len, 0); }
 
 int brokerd_accept_cloexec(int fd) { return accept4(fd, 0, 0, SOCK_CLOEXEC); }
 

@@ -308,4 +308,37 @@ final class AccountOperationsTests: XCTestCase {
         XCTAssertEqual(cache.count(.account), 2)
         XCTAssertEqual(cache.accountSummaries(now: 0).map(\.username), ["JaneDoe@example.com", "renamed@contoso.example"])
     }
+
+    /// An import merges its document in parts (CacheDocument.parts(of:)): every entry in exactly one part, in
+    /// section order, each part full but the last, which carries the opaque entries and the unknown sections; merged
+    /// in order (room made first), the parts give what the whole document gives.
+    func testADocumentInPartsHoldsEveryEntryOnceAndMergesAsTheWhole() {
+        var document = CacheDocument()
+        for n in 0..<23 {
+            let hid = "uid\(n).utid"
+            document.entries[.accessToken, default: [:]]["at-\(n)"] =
+                accessToken(hid: hid, client: "client-a", realm: "tenant", target: "User.Read", secret: "fake-at-\(n)")
+            if n % 2 == 0 {
+                document.entries[.refreshToken, default: [:]]["rt-\(n)"] =
+                    refreshToken(hid: hid, client: "client-a", secret: "fake-rt-\(n)")
+            }
+        }
+        document.entries[.account] = [:]
+        document.opaqueEntries[.accessToken] = ["not-an-object": "42"]
+        document.otherSections = [("customized", #""whatever""#)]
+        for size in [1, 5, 12, 35, 36, 1_000] {
+            let parts = document.parts(of: size)
+            let counts = parts.map { part in part.entries.values.reduce(0) { $0 + $1.count } }
+            XCTAssertEqual(counts.reduce(0, +), 35, "size \(size)")
+            XCTAssertTrue(counts.dropLast().allSatisfy { $0 == size }, "size \(size): \(counts)")
+            XCTAssertTrue(parts.dropLast().allSatisfy { $0.opaqueEntries.isEmpty && $0.otherSections.isEmpty })
+            XCTAssertEqual(parts.last?.opaqueEntries, document.opaqueEntries)
+            var whole = TokenCache(), inParts = TokenCache()
+            _ = whole.merge(document)
+            inParts.reserveCapacity(forMerging: document)  // as an import does first
+            for part in parts { _ = inParts.merge(part) }
+            XCTAssertEqual(inParts.document, whole.document, "size \(size)")
+        }
+    }
+
 }

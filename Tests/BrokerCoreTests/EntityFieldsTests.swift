@@ -33,6 +33,38 @@ final class EntityFieldsTests: XCTestCase {
     }
 
     /// A name brokerd does not read is compared by its text, wherever the entry came from.
+    /// An entry's stored form (CacheEntity.storedForm) is its object with the secret set apart, as it was made
+    /// before: the first `secret`, if a string, written as "" and handed back; anything else as it lies. Random
+    /// entries, duplicate names, escapes and secrets that are not strings included.
+    func testTheStoredFormIsTheObjectWithItsStringSecretApart() {
+        var generator = SystemRandomNumberGenerator()
+        let names = ["secret", "home_account_id", "target", "x_sdk_field", "secret", "kid", "", "é", "quo\"te"]
+        let values: [JSONValue] = [.string("a"), .string("line\nbreak \"quoted\" \u{01}"), .number("12"), .null,
+                                   .bool(false), .raw("[1,2]"), .array([.string("x")]),
+                                   .object(JSONObject([.init(key: "k", value: .string("v"))]))]
+        var sawSecret = false, sawOtherSecret = false
+        for _ in 0..<300 {
+            var object = JSONObject()
+            for _ in 0..<Int.random(in: 0...6, using: &generator) {
+                object.members.append(.init(key: names.randomElement(using: &generator)!,
+                                            value: values.randomElement(using: &generator)!))
+            }
+            var expected = object, expectedSecret: [UInt8]?
+            if case .string(let text)? = expected["secret"] {
+                expectedSecret = Array(text.utf8)
+                expected["secret"] = .string("")
+                sawSecret = true
+            } else if expected["secret"] != nil {
+                sawOtherSecret = true
+            }
+            let (json, secret) = CacheEntity(fields: object).storedForm()
+            XCTAssertEqual(String(decoding: json, as: UTF8.self),
+                           String(decoding: JSONWriter().bytes(.object(expected)), as: UTF8.self))
+            XCTAssertEqual(secret, expectedSecret)
+        }
+        XCTAssertTrue(sawSecret && sawOtherSecret, "both kinds of secret field were tried")
+    }
+
     func testEntriesReadAndMadeAreEqualWhateverTheirNames() throws {
         let text = #"{"credential_type":"AccessToken","x_sdk":{"a":1},"secret":"s","é":"1"}"#
         let read = try CacheDocument.entity(from: Array(text.utf8))

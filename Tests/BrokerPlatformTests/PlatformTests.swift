@@ -64,6 +64,18 @@ final class PlatformTests: XCTestCase {
         XCTAssertEqual(results, Array(repeating: true, count: jobs))
     }
 
+    /// Random bytes in one request: as many as asked, past the 256 bytes one getrandom call always fills, and never
+    /// the same twice.
+    func testSystemRandomGivesTheBytesAskedFor() {
+        XCTAssertEqual(SystemRandom.bytes(0), [])
+        let large = SystemRandom.bytes(3 << 20), other = SystemRandom.bytes(3 << 20)
+        XCTAssertEqual(large.count, 3 << 20)
+        XCTAssertNotEqual(large, other)
+        // Every byte value turns up in 3 MiB of random bytes; a buffer left partly unfilled would not look so.
+        XCTAssertEqual(Set(large.suffix(1 << 16)).count, 256)
+        XCTAssertEqual(Set(large.prefix(1 << 16)).count, 256)
+    }
+
     func testMoveAsideTakesTheCompanionsAlongAndNeverReplacesAFile() throws {
         let directory = try temporaryDirectory()
         let path = directory + "/cache.db"

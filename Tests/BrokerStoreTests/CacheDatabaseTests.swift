@@ -59,7 +59,7 @@ final class CacheDatabaseTests: XCTestCase {
         try db.apply([])
     }
 
-    /// A batch is written in (section, key) order (RowChange.inKeyOrder), and that changes no outcome: changes to one
+    /// A batch is written in (section, key) order (RowChange.keyOrder), and that changes no outcome: changes to one
     /// row keep their order, and a deleteAll stays between the changes before and after it.
     func testBatchesAreWrittenInKeyOrderWithTheSameOutcome() throws {
         let changes: [RowChange] = [
@@ -67,7 +67,8 @@ final class CacheDatabaseTests: XCTestCase {
             .delete(section: "AccessToken", key: "a"), .put(row("b")), .deleteAll, .put(row("e")),
             .delete(section: "AccessToken", key: "d"), .put(row("d", secret: "2")),
         ]
-        let order = RowChange.inKeyOrder(changes).map { change -> String in
+        let order = RowChange.keyOrder(changes).map { offset -> String in
+            let change = changes[offset]
             guard let place = change.place else { return "deleteAll" }
             if case .delete = change { return "delete \(place.section)/\(place.key)" }
             return "\(place.section)/\(place.key)"
@@ -80,6 +81,24 @@ final class CacheDatabaseTests: XCTestCase {
         XCTAssertEqual(sorted(try db.loadAll().rows).map(\.key), ["b", "c", "z"], "the put of a, then its delete")
         try db.apply(changes)
         XCTAssertEqual(sorted(try db.loadAll().rows), [row("d", secret: "2"), row("e")])
+    }
+
+    /// A batch's nonces come from one request for random bytes (RowSealer.seal): each secret is sealed under a
+    /// nonce of its own, even the same secret in rows alike, and each opens under its row and no other.
+    func testEachSecretOfABatchIsSealedUnderANonceOfItsOwn() throws {
+        let db = try CacheDatabase(path: path, key: key)
+        defer { db.close() }
+        let changes: [RowChange] = (0..<200).map { .put(row("k\($0)", secret: "same")) } + [.put(row("plain"))]
+        let secrets = try db.sealer.seal(changes)
+        let sealed = secrets.compactMap { $0 }
+        XCTAssertEqual(sealed.count, 200)
+        XCTAssertNil(secrets.last!, "a row without a secret has nothing sealed")
+        XCTAssertEqual(Set(sealed.map { Array($0.prefix(RowSealer.nonceSize)) }).count, 200, "no nonce twice")
+        for (n, blob) in sealed.enumerated() {
+            XCTAssertEqual(try blob.withUnsafeBytes { try db.sealer.open($0, section: "AccessToken", key: "k\(n)") },
+                           Array("same".utf8))
+            XCTAssertThrowsError(try blob.withUnsafeBytes { try db.sealer.open($0, section: "AccessToken", key: "k\(n + 1)") })
+        }
     }
 
     func testRowsByRowidRange() throws {

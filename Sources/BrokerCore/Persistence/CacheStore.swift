@@ -277,16 +277,10 @@ public actor CacheStore {
         }
         switch value {
         case .entry(let kind, let key, let entity):
-            guard var fields = entity?.fields else { return .delete(section: kind.sectionName, key: key) }
-            // Only a string secret is sealed apart; anything else there is not a credential's secret and stays as read.
-            // The body keeps an empty placeholder, so that the field keeps its place when the entry is read back.
-            var secret: [UInt8]?
-            if case .string(let text)? = fields["secret"] {
-                secret = Array(text.utf8)
-                fields["secret"] = .string("")
-            }
-            return .put(StoredRow(section: kind.sectionName, key: key, body: JSONWriter().bytes(.object(fields)),
-                                  secret: secret, account: entity?.homeAccountId.map(Self.account(of:))))
+            guard let entity else { return .delete(section: kind.sectionName, key: key) }
+            let (body, secret) = entity.storedForm()
+            return .put(StoredRow(section: kind.sectionName, key: key, body: body, secret: secret,
+                                  account: entity.homeAccountId.map(Self.account(of:))))
         case .opaque(let kind, let key, let json):
             guard let json else { return .delete(section: Section.opaquePrefix + kind.sectionName, key: key) }
             return put(Section.opaquePrefix + kind.sectionName, key, Array(json.utf8))

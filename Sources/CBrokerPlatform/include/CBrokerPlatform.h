@@ -27,6 +27,9 @@ int brokerd_limit_malloc_arenas(void);
 // Gives freed heap memory back to the system (after a large import or export).
 int brokerd_trim_heap(void);
 
+// Fills buf with up to len bytes from the kernel's CSPRNG (getrandom): the count filled, or -1 with errno set.
+long brokerd_random_bytes(void *buf, unsigned long len);
+
 // accept4 and eventfd, which Swift's Glibc module does not show (a GNU extension, a header it leaves out): the
 // connection and the wake-up descriptors of brokerd's socket front end must be close-on-exec from the start (the
 // browser it spawns must not inherit them). A connection is left blocking (each read and write says MSG_DONTWAIT,
