@@ -340,5 +340,4 @@ final class AccountOperationsTests: XCTestCase {
             XCTAssertEqual(inParts.document, whole.document, "size \(size)")
         }
     }
-
 }

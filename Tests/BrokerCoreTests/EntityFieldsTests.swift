@@ -32,7 +32,6 @@ final class EntityFieldsTests: XCTestCase {
         }
     }
 
-    /// A name brokerd does not read is compared by its text, wherever the entry came from.
     /// An entry's stored form (CacheEntity.storedForm) is its object with the secret set apart, as it was made
     /// before: the first `secret`, if a string, written as "" and handed back; anything else as it lies. Random
     /// entries, duplicate names, escapes and secrets that are not strings included.
@@ -65,6 +64,7 @@ final class EntityFieldsTests: XCTestCase {
         XCTAssertTrue(sawSecret && sawOtherSecret, "both kinds of secret field were tried")
     }
 
+    /// A name brokerd does not read is compared by its text, wherever the entry came from.
     func testEntriesReadAndMadeAreEqualWhateverTheirNames() throws {
         let text = #"{"credential_type":"AccessToken","x_sdk":{"a":1},"secret":"s","é":"1"}"#
         let read = try CacheDocument.entity(from: Array(text.utf8))
