@@ -250,8 +250,15 @@ final class WaitingCacheRecoveryTests: XCTestCase {
             try daemon.start()
             let shown = try status(daemon)
             let merged = shown.waitingCaches == []
-            XCTAssertEqual(shown.accounts, merged ? 1501 : 1, "after a kill in round \(round): \(shown.problems)")
-            if merged { break }
+            if merged {
+                XCTAssertEqual(shown.accounts, 1501, "after a kill in round \(round): \(shown.problems)")
+                break
+            }
+            // Both databases are left (WaitingCaches.swift): the waiting one whole, and the one in use with its own
+            // account and as much of the merge as was written before the kill (an import is written while it is
+            // merged, and a user's key is retired only after the merge is durable). The next recover merges again.
+            XCTAssertTrue((1...1501).contains(shown.accounts), "after a kill in round \(round): \(shown.accounts)")
+            XCTAssertEqual(try cachedToken(daemon, Self.carol), "fake-at-carol-a", "after a kill in round \(round)")
             killedMidMerge += 1
         }
         XCTAssertGreaterThan(killedMidMerge, 0, "no kill came before the merge was done")
