@@ -297,6 +297,9 @@ public struct JSONReader {
 
     public var offset: Int { position }
 
+    /// How many bytes are left to read.
+    public var remaining: Int { bytes.count - position }
+
     // MARK: - Scalars
 
     public mutating func readString() throws(JSONReadError) -> String {

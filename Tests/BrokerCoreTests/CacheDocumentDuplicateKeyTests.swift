@@ -28,6 +28,24 @@ final class CacheDocumentDuplicateKeyTests: XCTestCase {
         XCTAssertTrue(textThenEntry.contains("fake-at"), textThenEntry)
     }
 
+    /// A section long enough to be given room after its first entries (`CacheDocument.makeRoom`), with keys given
+    /// again on both sides of that point, a key whose last value is not an object, and the section given twice.
+    func testALongSectionKeepsTheLastValueOfEachKey() throws {
+        var members = (0..<1_000).map { #""k\#($0 % 800)":{"credential_type":"AccessToken","secret":"fake-at-\#($0)"}"# }
+        members.append(#""k5":"opaque""#)
+        let text = #"{"AccessToken":{\#(members.joined(separator: ","))},"AccessToken":{"k7":{"secret":"fake-again"}}}"#
+        let document = try CacheDocument.parse(Array(text.utf8))
+        let section = try XCTUnwrap(document.entries[.accessToken])
+        XCTAssertEqual(section.count, 799)
+        XCTAssertEqual(section["k0"]?.secret, "fake-at-800")
+        XCTAssertEqual(section["k199"]?.secret, "fake-at-999")
+        XCTAssertEqual(section["k250"]?.secret, "fake-at-250")
+        XCTAssertEqual(section["k799"]?.secret, "fake-at-799")
+        XCTAssertEqual(section["k7"]?.secret, "fake-again")
+        XCTAssertNil(section["k5"])
+        XCTAssertEqual(document.opaqueEntries[.accessToken], ["k5": #""opaque""#])
+    }
+
     /// A field given twice keeps its first place and its last value, as json.loads reads it: a field brokerd reads
     /// (also when one of the two is written with an escape) and one it keeps as text.
     func testAFieldGivenTwiceKeepsItsFirstPlaceAndItsLastValue() throws {

@@ -13,7 +13,6 @@ public func fuzzCacheDocument(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt
     guard let reread = try? CacheDocument.parse(written) else { fatalError("brokerd's own document does not read back") }
     require(reread.serialized() == written, "a document changes from one save to the next")
     require(!hasDuplicateKeys(written), "brokerd's document has a key twice (other SDKs keep only the last)")
-    require(!hasDuplicateKeys(written), "brokerd's document has a key twice (other SDKs keep only the last)")
     _ = document.serialized(indent: nil)
     _ = document.parts(of: 2)
 
