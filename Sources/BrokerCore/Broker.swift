@@ -118,7 +118,7 @@ public actor Broker {
         self.store = store
         self.clock = clock
         startedAt = clock.now()
-        cell = CacheCell(.init(cache: TokenCache(), identity: identity))
+        cell = CacheCell(CacheCell.Contents(cache: TokenCache(), identity: identity))
         self.writeDelay = writeDelay
         self.logger = logger
     }

@@ -14,7 +14,9 @@ import Synchronization
 /// Nobody keeps a copy of the cache outside the lock: a copy alive while the broker mutates would make that
 /// mutation copy the whole cache.
 final class CacheCell: @unchecked Sendable {
-    struct Contents {
+    /// Not copyable, so that a hit reads it where it lies: passed to `withReadLock`'s body as a copy, it retained and
+    /// released every table the cache holds, on every hit, on the reference counts all cores share.
+    struct Contents: ~Copyable {
         var cache: TokenCache
         var identity: IdPClient? {
             didSet {
@@ -106,7 +108,7 @@ final class CacheCell: @unchecked Sendable {
     /// The generation as of the last change made under the lock.
     var generation: UInt64 { publishedGeneration.load(ordering: .acquiring) }
 
-    init(_ contents: Contents) {
+    init(_ contents: consuming Contents) {
         self.contents = contents
     }
 
