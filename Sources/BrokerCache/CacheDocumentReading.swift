@@ -12,36 +12,37 @@ extension CacheDocument {
             throw JSONReadError(message: "a cache document must be a JSON object", offset: reader.offset)
         }
         try reader.readObject { (name, reader) throws(JSONReadError) in
-            try readMember(name, &reader, into: &document, sharing: &shared)
+            if name == setAsideSectionName, try reader.peekKind() == .object {
+                try readSetAside(&reader, into: &document, sharing: &shared)
+                return
+            }
+            guard let kind = CredentialKind(rawValue: name), try reader.peekKind() == .object else {
+                document.otherSections.removeAll { $0.name == name }
+                document.otherSections.append((name, try readVerbatim(&reader)))
+                return
+            }
+            try readSection(kind, &reader, into: &document, sharing: &shared)
         }
         try reader.expectEnd()
         return document
     }
 
-    /// One member of the document: a section of entries, the set-aside section, or one kept verbatim.
-    private static func readMember(_ name: String, _ reader: inout JSONReader, into document: inout CacheDocument,
-                                   sharing shared: inout SharedValues) throws(JSONReadError) {
-        if name == setAsideSectionName, try reader.peekKind() == .object {
-            return try readSetAside(&reader, into: &document, sharing: &shared)
-        }
-        guard let kind = CredentialKind(rawValue: name), try reader.peekKind() == .object else {
-            document.otherSections.removeAll { $0.name == name }
-            document.otherSections.append((name, try readVerbatim(&reader)))
-            return
-        }
-        try readSection(kind, &reader, into: &document, sharing: &shared)
-    }
-
     /// The members of a section: objects as entries, anything else kept verbatim.
     private static func readSection(_ kind: CredentialKind, _ reader: inout JSONReader, into document: inout CacheDocument,
                                     sharing shared: inout SharedValues) throws(JSONReadError) {
-        var start: Int?, read = 0
+        let start = reader.offset
+        var read = 0
         try reader.readObject { (key, reader) throws(JSONReadError) in
-            if start == nil { start = reader.offset }
-            try readSectionMember(key, &reader, entries: &document.entries[kind], opaque: &document.opaqueEntries[kind],
-                                  sharing: &shared)
+            // A key given twice is the last value's (as json.loads reads it), whichever map the first went to.
+            if try reader.peekKind() == .object {
+                document.entries[kind, default: [:]][key] = try readEntity(&reader, sharing: &shared)
+                document.opaqueEntries[kind]?[key] = nil
+            } else {
+                document.opaqueEntries[kind, default: [:]][key] = try readVerbatim(&reader)
+                document.entries[kind]?[key] = nil
+            }
             read += 1
-            if read == sizingSample { makeRoom(in: &document.entries[kind], after: read, from: start!, reader) }
+            if read == sizingSample { makeRoom(in: &document.entries[kind], after: read, from: start, reader) }
         }
     }
 
@@ -58,24 +59,6 @@ extension CacheDocument {
         let bytesPerEntry = max(1, (reader.offset - start) / read)
         entries.reserveCapacity(entries.count + reader.remaining / bytesPerEntry)
         map = entries
-    }
-
-    /// One member of a section, into its maps (each made when it first gets a member).
-    private static func readSectionMember(_ key: String, _ reader: inout JSONReader, entries: inout [String: CacheEntity]?,
-                                          opaque: inout [String: String]?, sharing shared: inout SharedValues)
-        throws(JSONReadError) {
-        // A key given twice is the last value's (as json.loads reads it), whichever map the first went to.
-        if try reader.peekKind() == .object {
-            let entity = try readEntity(&reader, sharing: &shared)
-            if entries == nil { entries = [:] }
-            entries![key] = entity
-            opaque?[key] = nil
-        } else {
-            let text = try readVerbatim(&reader)
-            if opaque == nil { opaque = [:] }
-            opaque![key] = text
-            entries?[key] = nil
-        }
     }
 
     /// A previous export's set-aside entries, back into their sections (where brokerd keeps them); anything else in
