@@ -106,6 +106,9 @@ extension TokenCache {
     /// hours", not the last second, and a hit must not make a write.
     public mutating func noteUse(_ use: TokenUse) {
         let key = use.key
+        // Uses that come and go would grow it for ever: it starts again past the uses it can stand for.
+        if notedUses.count > 2 * storedState.uses.count + 1024 { notedUses.removeAll() }
+        notedUses[use.digest] = use.lastUsed
         guard let index = storedState.uses.index(forKey: key) else {
             storedState.uses[key] = use
             changedRows.insert(.use(key))
@@ -128,13 +131,18 @@ extension TokenCache {
 
     /// Whether a hit may leave `use` unnoted: the same use is noted, at most `hitUseResolution` seconds before it (a
     /// reader's check; `noteUse` is the writer's).
+    ///
+    /// By the use's digest, not its key: making the key and hashing it cost a hit more than its token lookup. Two
+    /// different uses of one digest (a chance of one in 2^64 per pair) would leave the second's time unmoved: the
+    /// background refresh could then take it for unused, and the app's next silent request would refresh its token.
     public func isNoted(_ use: TokenUse) -> Bool {
-        guard let index = storedState.uses.index(forKey: use.key) else { return false }
-        let age = use.lastUsed - storedState.uses.values[index].lastUsed
+        guard let noted = notedUses[use.digest] else { return false }
+        let age = use.lastUsed - noted
         return age >= 0 && age < Self.hitUseResolution
     }
 
     public mutating func setUse(_ key: String, _ use: TokenUse?) {
+        notedUses.removeAll()
         storedState.uses[key] = use
         changedRows.insert(.use(key))
     }

@@ -34,11 +34,13 @@ public struct TokenCache: Sendable {
             storedState = newValue
             changedRows.insert(.state)
             stateVersion &+= 1
+            notedUses.removeAll()
         }
         _modify {
             yield &storedState
             changedRows.insert(.state)
             stateVersion &+= 1
+            notedUses.removeAll()
         }
     }
     /// Counts changes made through `state`: an account's memoized text holds while it stays the same.
@@ -48,6 +50,10 @@ public struct TokenCache: Sendable {
     var storedState = BrokerState()
     /// Discovery documents, alias groups and tenant ids as the network last gave them (NetworkMemory.swift).
     public internal(set) var learned = NetworkMemory()
+    /// When `noteUse` last noted each use, by `TokenUse.digest`: what a hit reads to leave its use unnoted
+    /// (`isNoted`). Emptied whenever the uses change another way (`setUse`, `state`): a hit then hands its use over
+    /// again, which is always right.
+    var notedUses: [UInt64: Int64] = [:]
     /// Rows changed since the persistence layer last took them (CacheRows.swift).
     var changedRows: Set<CacheRow> = []
 

@@ -32,6 +32,63 @@ public struct TokenUse: Sendable, Equatable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// A 64-bit digest of what `key` says, worked out without making the key: the fields as `key` lowers them, the
+    /// scopes summed (so that their order does not count, as `key` sorts them). Uses with the same key have the same
+    /// digest; a hit checks whether its use was noted by this (`TokenCache.isNoted`), where making the key and
+    /// hashing it was the dearest part of a lookup.
+    package var digest: UInt64 {
+        var scopeSum: UInt64 = 0
+        for scope in scopes { scopeSum &+= Self.loweredDigest(scope) }
+        var digest = Self.loweredDigest(clientId)
+        digest = Self.mix(digest, Self.loweredDigest(homeAccountId))
+        digest = Self.mix(digest, Self.loweredDigest(authority))
+        return Self.mix(digest, scopeSum)
+    }
+
+    /// Not symmetric (a client id and a home account id swapped, or the same, must not cancel out).
+    private static func mix(_ digest: UInt64, _ part: UInt64) -> UInt64 {
+        var mixed = (digest &* 0x9E37_79B9_7F4A_7C15) &+ part
+        mixed ^= mixed >> 29
+        return mixed &* 0xBF58_476D_1CE4_E5B9
+    }
+
+    /// A `ByteDigest`-like digest of the text as `lowercased()` writes it: ASCII is lowered 8 bytes at a time in a
+    /// register; text with any other character is lowered by `lowercased()` first.
+    static func loweredDigest(_ text: String) -> UInt64 {
+        let (digest, ascii) = digestLoweringASCII(text)
+        return ascii ? digest : digestLoweringASCII(text.lowercased()).digest
+    }
+
+    private static func digestLoweringASCII(_ text: String) -> (digest: UInt64, ascii: Bool) {
+        var text = text
+        return text.withUTF8 { buffer in
+            let bytes = UnsafeRawBufferPointer(buffer)
+            var h = ByteDigest.seed ^ (UInt64(bytes.count) &* 0x9E37_79B9_7F4A_7C15), high: UInt64 = 0, i = 0
+            while i < bytes.count {
+                var word: UInt64 = 0
+                if i + 8 <= bytes.count {
+                    word = bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                } else {
+                    withUnsafeMutableBytes(of: &word) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[i...])) }
+                }
+                high |= word
+                h = (h ^ asciiLowered(word)) &* 0xFF51_AFD7_ED55_8CCD
+                h ^= h >> 29
+                i += 8
+            }
+            return (h ^ (h >> 32), high & 0x8080_8080_8080_8080 == 0)
+        }
+    }
+
+    /// The 8 bytes of `word` with each of A–Z made a–z (any byte of 0x80 and up is left as it is).
+    static func asciiLowered(_ word: UInt64) -> UInt64 {
+        let seven = word & 0x7F7F_7F7F_7F7F_7F7F
+        let atLeastA = seven &+ 0x3F3F_3F3F_3F3F_3F3F  // high bit: the byte's low seven bits are at least 0x41
+        let aboveZ = seven &+ 0x2525_2525_2525_2525  // high bit: above 0x5A
+        let upper = atLeastA & ~aboveZ & ~word & 0x8080_8080_8080_8080
+        return word | (upper >> 2)
+    }
+
     private static func appendLowered(_ text: String, to bytes: inout [UInt8]) {
         let start = bytes.count
         bytes.append(contentsOf: text.utf8)

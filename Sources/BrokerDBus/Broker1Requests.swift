@@ -133,22 +133,22 @@ extension Broker1Requests {
         guard try reader.peekKind() == .object else { throw PlainSilentReading.notPlain }
         var clientId: String?, authority: String?, scopes: [String]?, homeAccountId: String?
         try reader.readMembers(authMembers) { (index, reader) throws(JSONReadError) in
-            let key = authMembers.names[index]
-            let kind = try reader.peekKind()
-            switch (key, kind) {
-            case ("clientId", .string): clientId = try reader.readString()
-            case ("authority", .string): authority = try reader.readString()
-            case ("username", .string), (_, .null): try reader.skipValue()
-            case ("decodedClaims", .string):
+            // By the table's index (in `authMembers`' order): the table has matched the name already, and matching
+            // it as a String again compared it with each case's name in turn.
+            switch (index, try reader.peekKind()) {
+            case (0, .string): clientId = try reader.readString()
+            case (1, .string): authority = try reader.readString()
+            case (2, .string), (_, .null): try reader.skipValue()
+            case (3, .string):
                 guard try reader.readString().isEmpty else { throw PlainSilentReading.notPlain }  // claims: the full path
-            case ("requestedScopes", .array):
+            case (4, .array):
                 var list: [String] = []
                 try reader.readArray { (reader) throws(JSONReadError) in
                     guard try reader.peekKind() == .string else { throw PlainSilentReading.notPlain }
                     list.append(try reader.readString())
                 }
                 scopes = list
-            case ("account", .object):
+            case (5, .object):
                 try reader.readMembers(accountMembers) { (_, reader) throws(JSONReadError) in
                     switch try reader.peekKind() {
                     case .string: homeAccountId = try reader.readString()

@@ -8,19 +8,31 @@ import BrokerJSON
 /// comparison and an increment; every hit is counted.
 struct HitAudit {
     struct Subject: Hashable, Sendable {
-        var clientId: String
-        var homeAccountId: String
-        var username: String?
-        var scopes: [String]
+        let clientId: String
+        let homeAccountId: String
+        let username: String?
+        let scopes: [String]
+        /// By `ByteDigest`, worked out once (a connection's own requests, at most `capacity` a window): SipHash over
+        /// the subject's two hundred bytes was a third of counting a hit, and the digest made again at each growth
+        /// of the table, for every subject in it, was a quarter of what was left.
+        private let digest: UInt64
 
-        /// By `ByteDigest` (a connection's own requests, at most `capacity` a window): SipHash over the subject's
-        /// two hundred bytes was a third of counting a hit.
-        func hash(into hasher: inout Hasher) {
+        init(clientId: String, homeAccountId: String, username: String?, scopes: [String]) {
+            self.clientId = clientId
+            self.homeAccountId = homeAccountId
+            self.username = username
+            self.scopes = scopes
             var digest = ByteDigest.of(clientId) ^ ByteDigest.of(homeAccountId) &* 3
             if let username { digest ^= ByteDigest.of(username) &* 5 }
             for scope in scopes { digest = (digest ^ ByteDigest.of(scope)) &* 0x9E37_79B9_7F4A_7C15 }
-            hasher.combine(digest)
-            hasher.combine(scopes.count)
+            self.digest = digest ^ UInt64(scopes.count)
+        }
+
+        func hash(into hasher: inout Hasher) { hasher.combine(digest) }
+
+        static func == (a: Subject, b: Subject) -> Bool {
+            a.digest == b.digest && a.clientId == b.clientId && a.homeAccountId == b.homeAccountId
+                && a.username == b.username && a.scopes == b.scopes
         }
     }
 
@@ -87,9 +99,10 @@ struct HitAudit {
 
     /// Every tally so far, leaving none.
     mutating func take() -> [Tally] {
+        let keepingCapacity = tallies.count <= 64  // a burst of many subjects is not kept for ever
         defer {
-            tallies.removeAll(keepingCapacity: tallies.count <= 64)  // a burst of many subjects is not kept for ever
-            indexes.removeAll(keepingCapacity: tallies.count <= 64)
+            tallies.removeAll(keepingCapacity: keepingCapacity)
+            indexes.removeAll(keepingCapacity: keepingCapacity)
             lastIndex = 0
         }
         return tallies

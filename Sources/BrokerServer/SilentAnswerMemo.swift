@@ -51,9 +51,10 @@ struct SilentAnswerMemo {
             forget()
             return nil
         }
-        last = (RepeatedRequestPattern(line: line, shape: shape), answers.values[index])
-        return RememberedAnswer(text: answers.values[index].text, id: id, correlationId: correlationId,
-                                subjectNumber: answers.values[index].number)
+        // Copied out once: each read of `answers.values[index]` copied the whole answer (and retained all it holds).
+        let answer = answers.values[index]
+        last = (RepeatedRequestPattern(line: line, shape: shape), answer)
+        return RememberedAnswer(text: answer.text, id: id, correlationId: correlationId, subjectNumber: answer.number)
     }
 
     /// `shape` must be that of `line`, a request that parsed with the id and correlation id the shape reads.

@@ -89,6 +89,39 @@ final class ScopesTests: XCTestCase {
         }
     }
 
+    /// A hit finds whether its use was noted by the use's digest (`TokenCache.isNoted`): uses of one key must have one
+    /// digest, whatever their case and scope order, and uses of different keys should not.
+    func testTokenUseDigestFollowsTheKey() {
+        for byte in UInt8(0)...UInt8(255) {
+            let lowered = TokenUse.asciiLowered(UInt64(byte) << 24 | 0x4142_7A00_005B_4060)
+            let expected = (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
+            XCTAssertEqual(UInt8(truncatingIfNeeded: lowered >> 24), expected, "byte \(byte)")
+            XCTAssertEqual(lowered & ~(0xFF << 24), 0x6162_7A00_005B_4060, "the other bytes, beside \(byte)")
+        }
+        let parts = ["", "A", "a", "Zz@[`{", "ÀÉÎ", "àéî", "İstanbul", "straße", "ΣΑΣ", "User.Read", "user.read",
+                     "https://Graph.Microsoft.com/User.Read.All", "x y", "x", "y"]
+        // What `key` says, with its parts apart (the key joins them with spaces, so "x y" + "" and "x" + "y" share
+        // a key; the digest tells them apart, which only makes a hit hand its use over once more).
+        func normalized(_ use: TokenUse) -> [String] {
+            [use.clientId, use.homeAccountId, use.authority].map { $0.lowercased() } + use.scopes.map { $0.lowercased() }.sorted()
+        }
+        var digestOfParts: [[String]: UInt64] = [:], partsOfDigest: [UInt64: [String]] = [:]
+        for _ in 0..<2_000 {
+            let use = TokenUse(clientId: parts.randomElement()!, homeAccountId: parts.randomElement()!,
+                               authority: parts.randomElement()!,
+                               scopes: (0..<Int.random(in: 0...3)).map { _ in parts.randomElement()! }, lastUsed: 1)
+            var shuffled = use
+            shuffled.scopes.shuffle()
+            shuffled.clientId = Bool.random() ? use.clientId.uppercased() : use.clientId.lowercased()
+            if normalized(shuffled) == normalized(use) { XCTAssertEqual(use.digest, shuffled.digest, "\(use.key)") }
+            if let seen = digestOfParts[normalized(use)] { XCTAssertEqual(seen, use.digest) }
+            digestOfParts[normalized(use)] = use.digest
+            if let other = partsOfDigest[use.digest] { XCTAssertEqual(other, normalized(use), "two uses, one digest") }
+            partsOfDigest[use.digest] = normalized(use)
+        }
+        XCTAssertGreaterThan(partsOfDigest.count, 500)
+    }
+
     func testRequestedKeepsDefaultScopesAsWritten() {
         XCTAssertEqual(Scopes.requested(["https://management.core.windows.net//.default"]),
                        ["https://management.core.windows.net//.default"])
