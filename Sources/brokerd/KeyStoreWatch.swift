@@ -9,10 +9,11 @@ import Systemd
 struct KeyStoreWatch {
     private let secretService: SystemEvents?
 
-    /// A provider that has just taken the name may not answer yet: the first try waits a moment, and a try the key
-    /// store did not answer is made again a few times.
-    static let settleSeconds: Int64 = 1
-    static let retries = 3
+    /// A provider that has just taken the name may not answer yet, or answer before it has read and unlocked its
+    /// keyrings (so without the key): the first try waits a moment, and a try that left a cache waiting is made again
+    /// after longer and longer waits, 15 s after the event at the last. A keyring that never had the key (another
+    /// took the name) costs a few lookups.
+    static let settleDelays: [Int64] = [1, 2, 4, 8]
 
     static func start(_ broker: Broker, keyStore: KeyStore, logger: Logger) -> KeyStoreWatch {
         guard case .vault = keyStore else { return KeyStoreWatch(secretService: nil) }
@@ -29,11 +30,11 @@ struct KeyStoreWatch {
     }
 
     private static func recover(_ broker: Broker, logger: Logger) async {
-        for _ in 0..<retries {
+        for delay in settleDelays {
             guard !(await broker.waitingDatabases()).isEmpty else { return }
-            try? await broker.clock.sleep(seconds: settleSeconds)
+            try? await broker.clock.sleep(seconds: delay)
             do {
-                if try await broker.recoverWaitingCaches().problems.isEmpty { return }
+                if try await broker.recoverWaitingCaches().waiting.isEmpty { return }
             } catch {
                 logger.error("the caches waiting for their keys were not merged: \(error)")
                 return
