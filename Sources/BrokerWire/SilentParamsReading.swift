@@ -22,8 +22,9 @@ public struct SilentRequestLine: Sendable {
             guard try reader.peekKind() == .object else { return nil }
             try reader.readMembers(Self.members) { (index, reader) throws(JSONReadError) in
                 switch (index, try reader.peekKind()) {
-                case (0, .string): version = try reader.readString() == "2.0"
-                case (1, .string): method = try reader.readString() == BrokerMethod.acquireTokenSilently.rawValue
+                // Compared where they lie when written plainly (the usual case), without making a String of each.
+                case (0, .string): version = try Self.readString(&reader, is: "2.0")
+                case (1, .string): method = try Self.readString(&reader, is: BrokerMethod.acquireTokenSilently.rawValue)
                 case (2, .string), (2, .number), (2, .null): id = try reader.readRaw()
                 case (3, .object): params = try AcquireTokenSilentlyParams(reading: &reader)
                 default: throw notPlain
@@ -39,6 +40,11 @@ public struct SilentRequestLine: Sendable {
     }
 
     private static let members = JSONKeyTable(["jsonrpc", "method", "id", "params"])
+
+    private static func readString(_ reader: inout JSONReader, is expected: String) throws(JSONReadError) -> Bool {
+        if reader.readString(ifEqualTo: expected) { return true }
+        return try reader.readString() == expected
+    }
 }
 
 /// Thrown inside a read to leave it: the line is not the plain shape (the caller parses it the usual way).

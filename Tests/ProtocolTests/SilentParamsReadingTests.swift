@@ -116,5 +116,14 @@ final class SilentParamsReadingTests: XCTestCase {
                          usual + " x", String(usual.dropLast())] {
             XCTAssertNil(SilentRequestLine(Array(notPlain.utf8)), notPlain)
         }
+        // The version and the method are compared where they lie when written plainly; written with escapes, they are
+        // read and compared as strings; near misses are refused either way.
+        let escaped = #"{"jsonrpc":"2\u002e0","id":1,"method":"acquireToken\u0053ilently","params":{"clientId":"c","scopes":[],"account":"u"}}"#
+        XCTAssertEqual(SilentRequestLine(Array(escaped.utf8))?.id, "1")
+        for (version, method) in [("2.0 ", "acquireTokenSilently"), ("2.", "acquireTokenSilently"), ("2.0", "acquireTokenSilentlyX"),
+                                  ("2.0", "acquireTokenSilentl"), ("2\\u002e1", "acquireTokenSilently"), ("2.0", "acquireToken\\u0073ilently")] {
+            let line = #"{"jsonrpc":"\#(version)","id":1,"method":"\#(method)","params":{"clientId":"c","scopes":[],"account":"u"}}"#
+            XCTAssertNil(SilentRequestLine(Array(line.utf8)), line)
+        }
     }
 }
