@@ -8,6 +8,12 @@ public enum Scopes {
     public static func requested(_ scopes: [String]) -> [String] {
         // Every silent request comes through here, most naming one or two scopes: those are compared in a list, with
         // no set built and nothing copied that is already trimmed and lowercase.
+        if scopes.count == 1 {
+            // Most requests name one scope: nothing to compare it with, and no new list when it needs no trimming.
+            let scope = scopes[0].trimmingSpaces
+            if scope.isEmpty || isReserved(scope.lowercasedIfNeeded) { return [] }
+            return scope.utf8.count == scopes[0].utf8.count ? scopes : [scope]
+        }
         var seenList: [String] = [], seenSet: Set<String>?, result: [String] = []
         result.reserveCapacity(scopes.count)
         if scopes.count > 16 { seenSet = [] } else { seenList.reserveCapacity(scopes.count) }

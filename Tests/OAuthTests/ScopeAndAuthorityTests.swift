@@ -122,6 +122,16 @@ final class ScopesTests: XCTestCase {
         XCTAssertGreaterThan(partsOfDigest.count, 500)
     }
 
+    /// One scope takes a path of its own (no list to compare with): the same rules.
+    func testOneRequestedScopeFollowsTheSameRules() {
+        for scope in ["User.Read", " User.Read ", "\tuser.read", "OpenID", "offline_access", " PROFILE", "", "  ",
+                      "https://graph.microsoft.com/.default", "ÀÉÎ.read"] {
+            XCTAssertEqual(Scopes.requested([scope]), Scopes.requested([scope, scope]), "'\(scope)'")
+        }
+        XCTAssertEqual(Scopes.requested([" User.Read "]), ["User.Read"])
+        XCTAssertEqual(Scopes.requested(["OFFLINE_ACCESS"]), [])
+    }
+
     func testRequestedKeepsDefaultScopesAsWritten() {
         XCTAssertEqual(Scopes.requested(["https://management.core.windows.net//.default"]),
                        ["https://management.core.windows.net//.default"])
