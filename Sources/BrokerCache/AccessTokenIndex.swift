@@ -398,11 +398,42 @@ extension UnsafeBufferPointer where Element == UInt32 {
 }
 
 extension String {
-    /// `lowercased()`, without a copy when there is nothing to lower (ids are usually lowercase already).
+    /// `lowercased()`, without a copy when there is nothing to lower (ids are usually lowercase already). Every hit
+    /// checks its home account id and scopes: they are checked 8 bytes at a time (`ASCIIWord`), byte by byte the
+    /// check was half of resolving an account.
     package var lowercasedIfNeeded: String {
         func needsLowering(_ byte: UInt8) -> Bool { byte &- 0x41 < 26 || byte >= 0x80 }
-        let needs = utf8.withContiguousStorageIfAvailable { $0.contains(where: needsLowering) }
+        let needs = utf8.withContiguousStorageIfAvailable { ASCIIWord.needsLowering(UnsafeRawBufferPointer($0)) }
             ?? utf8.contains(where: needsLowering)
         return needs ? lowercased() : self
+    }
+}
+
+/// Eight bytes of text in a register (little-endian), for checks and changes that are ASCII's alone.
+enum ASCIIWord {
+    /// The high bit of each byte of `word` that is A–Z.
+    static func upperFlags(_ word: UInt64) -> UInt64 {
+        let seven = word & 0x7F7F_7F7F_7F7F_7F7F
+        let atLeastA = seven &+ 0x3F3F_3F3F_3F3F_3F3F  // high bit: the byte's low seven bits are at least 0x41
+        let aboveZ = seven &+ 0x2525_2525_2525_2525  // high bit: above 0x5A
+        return atLeastA & ~aboveZ & ~word & 0x8080_8080_8080_8080
+    }
+
+    /// The word with each of A–Z made a–z (any byte of 0x80 and up is left as it is).
+    static func lowered(_ word: UInt64) -> UInt64 { word | (upperFlags(word) >> 2) }
+
+    /// Whether `lowercased()` would change the text: a byte A–Z, or one of 0x80 and up (left to `lowercased()`).
+    static func needsLowering(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        var i = 0
+        while i + 8 <= bytes.count {
+            let word = bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+            if word & 0x8080_8080_8080_8080 != 0 || upperFlags(word) != 0 { return true }
+            i += 8
+        }
+        while i < bytes.count {
+            if bytes[i] &- 0x41 < 26 || bytes[i] >= 0x80 { return true }
+            i += 1
+        }
+        return false
     }
 }

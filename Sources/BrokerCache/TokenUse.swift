@@ -72,21 +72,12 @@ public struct TokenUse: Sendable, Equatable {
                     withUnsafeMutableBytes(of: &word) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[i...])) }
                 }
                 high |= word
-                h = (h ^ asciiLowered(word)) &* 0xFF51_AFD7_ED55_8CCD
+                h = (h ^ ASCIIWord.lowered(word)) &* 0xFF51_AFD7_ED55_8CCD
                 h ^= h >> 29
                 i += 8
             }
             return (h ^ (h >> 32), high & 0x8080_8080_8080_8080 == 0)
         }
-    }
-
-    /// The 8 bytes of `word` with each of A–Z made a–z (any byte of 0x80 and up is left as it is).
-    static func asciiLowered(_ word: UInt64) -> UInt64 {
-        let seven = word & 0x7F7F_7F7F_7F7F_7F7F
-        let atLeastA = seven &+ 0x3F3F_3F3F_3F3F_3F3F  // high bit: the byte's low seven bits are at least 0x41
-        let aboveZ = seven &+ 0x2525_2525_2525_2525  // high bit: above 0x5A
-        let upper = atLeastA & ~aboveZ & ~word & 0x8080_8080_8080_8080
-        return word | (upper >> 2)
     }
 
     private static func appendLowered(_ text: String, to bytes: inout [UInt8]) {

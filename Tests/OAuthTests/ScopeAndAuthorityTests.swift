@@ -93,10 +93,21 @@ final class ScopesTests: XCTestCase {
     /// digest, whatever their case and scope order, and uses of different keys should not.
     func testTokenUseDigestFollowsTheKey() {
         for byte in UInt8(0)...UInt8(255) {
-            let lowered = TokenUse.asciiLowered(UInt64(byte) << 24 | 0x4142_7A00_005B_4060)
+            let lowered = ASCIIWord.lowered(UInt64(byte) << 24 | 0x4142_7A00_005B_4060)
             let expected = (byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
             XCTAssertEqual(UInt8(truncatingIfNeeded: lowered >> 24), expected, "byte \(byte)")
             XCTAssertEqual(lowered & ~(0xFF << 24), 0x6162_7A00_005B_4060, "the other bytes, beside \(byte)")
+            // Every length and place: `lowercasedIfNeeded` copies exactly when `lowercased()` changes the text.
+            for length in 1...19 {
+                for place in 0..<length {
+                    var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+                    bytes[place] = byte
+                    guard let text = String(validating: bytes, as: UTF8.self) else { continue }
+                    XCTAssertEqual(bytes.withUnsafeBytes(ASCIIWord.needsLowering), text.lowercased() != text || byte >= 0x80,
+                                   "byte \(byte) at \(place) of \(length)")
+                    XCTAssertEqual(text.lowercasedIfNeeded, text.lowercased())
+                }
+            }
         }
         let parts = ["", "A", "a", "Zz@[`{", "ÀÉÎ", "àéî", "İstanbul", "straße", "ΣΑΣ", "User.Read", "user.read",
                      "https://Graph.Microsoft.com/User.Read.All", "x y", "x", "y"]
