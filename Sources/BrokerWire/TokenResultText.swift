@@ -45,10 +45,6 @@ public struct TokenResultText: Sendable {
     public init(accessToken: String, tokenType: String, expiresOn: Int64, extendedExpiresOn: Int64, refreshOn: Int64?,
                 grantedScopes: [String], idToken: String?, accountJSON: [UInt8], authority: String, source: String,
                 tokensNeedNoEscape: Bool = false) {
-        // The members after the correlation id are those of any result with these fields.
-        let rest = TokenResult(accessToken: "", tokenType: tokenType, expiresOn: expiresOn, extendedExpiresOn: extendedExpiresOn,
-                               refreshOn: refreshOn, grantedScopes: grantedScopes, idToken: idToken,
-                               account: Self.noAccount, authority: "", correlationId: nil, source: source)
         let apart = tokensNeedNoEscape
         var text = Self.resultKey
         text.reserveCapacity(accountJSON.count + authority.utf8.count + 320
@@ -63,7 +59,9 @@ public struct TokenResultText: Sendable {
                                                          authority: authority, into: &text)
         }
         let correlationIdAt = text.count
-        let idTokenAt = TokenResultWriter.membersAfterCorrelationId(rest, leavingOutIdToken: apart, into: &text)
+        let idTokenAt = TokenResultWriter.membersAfterCorrelationId(
+            expiresOn: expiresOn, extendedExpiresOn: extendedExpiresOn, refreshOn: refreshOn, grantedScopes: grantedScopes,
+            idToken: idToken, source: source, tokenType: tokenType, leavingOutIdToken: apart, into: &text)
         text.append(UInt8(ascii: "}"))
         text += Self.envelopeEnd
         self.text = text
@@ -81,10 +79,6 @@ public struct TokenResultText: Sendable {
         try TokenResultWriter.account(account, into: &out)
         return out
     }
-
-    private static let noAccount = Account(homeAccountId: "", username: "", environment: "", realm: "", localAccountId: nil,
-                                           name: nil, authorityType: nil, tenantProfiles: [], apps: [], hiddenFrom: [],
-                                           signInRequired: false)
 
     public func json(correlationId: String?) -> [UInt8] {
         // The answer line less the envelope around the result: its start, the id, `,"result":` and its last "}".

@@ -46,13 +46,24 @@ enum TokenResultWriter {
     /// The members after `correlationId`; with `leavingOutIdToken`, without the id token's text (as for the access
     /// token above): the offset where it goes, or nil when there is no id token.
     static func membersAfterCorrelationId(_ result: TokenResult, leavingOutIdToken: Bool, into out: inout [UInt8]) -> Int? {
+        membersAfterCorrelationId(expiresOn: result.expiresOn, extendedExpiresOn: result.extendedExpiresOn,
+                                  refreshOn: result.refreshOn, grantedScopes: result.grantedScopes, idToken: result.idToken,
+                                  source: result.source, tokenType: result.tokenType, leavingOutIdToken: leavingOutIdToken,
+                                  into: &out)
+    }
+
+    /// The same from the fields themselves: what a cache hit has (a token result made to hand them over copied and
+    /// released every field of an empty account besides).
+    static func membersAfterCorrelationId(expiresOn: Int64, extendedExpiresOn: Int64, refreshOn: Int64?, grantedScopes: [String],
+                                          idToken: String?, source: String, tokenType: String, leavingOutIdToken: Bool,
+                                          into out: inout [UInt8]) -> Int? {
         var first = true
-        number("expiresOn", result.expiresOn, &first, &out)
-        number("extendedExpiresOn", result.extendedExpiresOn, &first, &out)
+        number("expiresOn", expiresOn, &first, &out)
+        number("extendedExpiresOn", extendedExpiresOn, &first, &out)
         key("grantedScopes", &first, &out)
-        strings(result.grantedScopes, &out)
+        strings(grantedScopes, &out)
         var offset: Int?
-        if let idToken = result.idToken {
+        if let idToken {
             if leavingOutIdToken {
                 key("idToken", &first, &out)
                 out.append(UInt8(ascii: "\""))
@@ -62,9 +73,9 @@ enum TokenResultWriter {
                 string("idToken", idToken, &first, &out)
             }
         }
-        if let refreshOn = result.refreshOn { number("refreshOn", refreshOn, &first, &out) }
-        string("source", result.source, &first, &out)
-        string("tokenType", result.tokenType, &first, &out)
+        if let refreshOn { number("refreshOn", refreshOn, &first, &out) }
+        string("source", source, &first, &out)
+        string("tokenType", tokenType, &first, &out)
         return offset
     }
 
