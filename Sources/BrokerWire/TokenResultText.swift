@@ -46,9 +46,13 @@ public struct TokenResultText: Sendable {
                 grantedScopes: [String], idToken: String?, accountJSON: [UInt8], authority: String, source: String,
                 tokensNeedNoEscape: Bool = false) {
         let apart = tokensNeedNoEscape
-        var text = Self.resultKey
-        text.reserveCapacity(accountJSON.count + authority.utf8.count + 320
+        // Room for all of it at once (the keys, three numbers and the short strings fit in 384 bytes), in a new
+        // array: one made from the shared `resultKey` was copied again at its first append, on every hit.
+        var text: [UInt8] = []
+        text.reserveCapacity(accountJSON.count + authority.utf8.count + 384
+                             + grantedScopes.reduce(0) { $0 + $1.utf8.count + 3 } + source.utf8.count + tokenType.utf8.count
                              + (apart ? 0 : accessToken.utf8.count + (idToken?.utf8.count ?? 0)))
+        text.append(contentsOf: Self.resultKey)
         text.append(UInt8(ascii: "{"))
         var accessTokenAt: Int?
         if apart {
