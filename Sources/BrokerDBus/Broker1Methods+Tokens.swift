@@ -206,9 +206,9 @@ extension Broker1Methods {
         out.append(contentsOf: #","clientInfo":"#.utf8)
         JSONWriter.writeString(ids.clientInfo, into: &out)
         out.append(contentsOf: #","expiresOn":"#.utf8)
-        out.append(contentsOf: String(milliseconds(outcome.expiresOn)).utf8)
+        JSONWriter.writeInteger(milliseconds(outcome.expiresOn), into: &out)
         out.append(contentsOf: #","extendedExpiresOn":"#.utf8)
-        out.append(contentsOf: String(milliseconds(outcome.extendedExpiresOn)).utf8)
+        JSONWriter.writeInteger(milliseconds(outcome.extendedExpiresOn), into: &out)
         out.append(contentsOf: #","correlationId":"#.utf8)
         return out
     }

@@ -160,27 +160,7 @@ enum TokenResultWriter {
 
     private static func number(_ name: StaticString, _ value: Int64, _ first: inout Bool, _ out: inout [UInt8]) {
         key(name, &first, &out)
-        appendDecimal(value, to: &out)
-    }
-
-    /// `String(value)`'s digits, counted first and then written in place, lowest first.
-    static func appendDecimal(_ value: Int64, to out: inout [UInt8]) {
-        if value < 0 { out.append(UInt8(ascii: "-")) }
-        var rest = value.magnitude, count = 1, probe = rest
-        while probe >= 10 {
-            probe /= 10
-            count += 1
-        }
-        let end = out.count + count
-        out.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: count))
-        out.withUnsafeMutableBufferPointer { buffer in
-            var index = end
-            repeat {
-                index -= 1
-                buffer[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest % 10)
-                rest /= 10
-            } while rest > 0
-        }
+        JSONWriter.writeInteger(value, into: &out)
     }
 
     private static func strings(_ values: [String], _ out: inout [UInt8]) {

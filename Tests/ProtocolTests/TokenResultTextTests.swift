@@ -1,6 +1,6 @@
 import BrokerJSON
 import BrokerProtocol
-@testable import BrokerWire
+import BrokerWire
 import XCTest
 
 /// A remembered answer with a new correlation id put in must be the bytes the full encoder writes for it.
@@ -120,7 +120,7 @@ final class TokenResultTextTests: XCTestCase {
         XCTAssertGreaterThan(keptApart, 50, "the kept-apart form was tried too")
         for value in [Int64.min, .min + 1, -10, -9, -1, 0, 1, 9, 10, 99, 100, 1_700_000_000, .max - 1, .max] {
             var out: [UInt8] = [0x78]
-            TokenResultWriter.appendDecimal(value, to: &out)
+            JSONWriter.writeInteger(value, into: &out)
             XCTAssertEqual(String(decoding: out, as: UTF8.self), "x\(value)")
         }
     }
