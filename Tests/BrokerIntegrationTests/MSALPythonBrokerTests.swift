@@ -108,7 +108,8 @@ final class MSALPythonBrokerTests: XCTestCase {
             "interactive|\(TestEntra.graph)|alice@contoso.example", "claims|\(TestEntra.graph)|\(claims)",
         ])
         XCTAssertEqual(report.count, 2, "\(report) \(daemon.log)")
-        XCTAssertEqual(report.last?["token_source"] as? String, "broker", "\(report)")
+        // Failed twice under load with the claims step's result null: the daemon's log says what brokerd answered.
+        XCTAssertEqual(report.last?["token_source"] as? String, "broker", "\(report) \(daemon.log)")
         XCTAssertNotNil(report.last?["access_token_sha256"], "\(report)")
         let refresh = try entra.tokenRequests().last { $0["grant_type"] as? String == "refresh_token" }
         XCTAssertEqual(refresh?["has_claims"] as? Bool, true, "\(String(describing: refresh))")
