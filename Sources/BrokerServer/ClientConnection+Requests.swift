@@ -72,8 +72,9 @@ extension ClientConnection {
     private func handleLine(_ line: [UInt8]) {
         if line.allSatisfy({ $0 == 0x20 || $0 == 0x09 }) { return }
         // A request asked before, whose answer still holds, is answered before it is even parsed.
-        // Scanned once: the memo looks its answer up by it, and a hit made below is remembered by it.
-        let shape = RequestLineShape(line)
+        // Scanned once: the memo looks its answer up by it, and a hit made below is remembered by it. Not scanned
+        // while the memo serves none of this connection's requests.
+        let shape = memory.answers.consultsNextLine() ? RequestLineShape(line) : nil
         if !state.isDraining, let answer = router.rememberedAnswer(line, shape: shape, from: peer, memory: &memory) {
             countRememberedAnswer()
             send(answer)

@@ -109,4 +109,31 @@ final class AnswerMemoTests: XCTestCase {
         XCTAssertEqual((afterRemoval as? [String: Any])?.errorCode, RPCErrorCode.interactionRequired)
         XCTAssertFalse(daemon.log.contains(shortToken), "an access token reached the log")
     }
+
+    /// An app that never asks the same line twice makes the memo give up (`MemoUsefulness`: after 128 answers kept and
+    /// none served, one line in 16 is looked up). Its answers stay byte for byte the full path's through the change, a
+    /// refresh in the middle is seen at once, and when it repeats itself again the answers are still right.
+    func testAnAppThatNeverRepeatsItselfIsAnsweredRightAsTheMemoGivesUpAndComesBack() async throws {
+        let idp = try TestIdP()
+        let daemon = try startBroker(idp)
+        let hid = try signIn(daemon)
+        let raw = try RawClient(daemon.socket)
+        let plain = silentLine(hid)
+        /// The same request spaced out: another line to the memo, the same answer.
+        func spaced(_ n: Int) -> String { plain.replacingOccurrences(of: #""scopes":"#, with: #""scopes":"# + String(repeating: " ", count: n)) }
+        let first = try answerLine(raw, plain)
+        for n in 1...200 { XCTAssertTrue(try answerLine(raw, spaced(n)) == first, "line \(n) spaced out, another answer") }
+
+        let refreshed = try result(try answerLine(raw, silentLine(hid, extra: #","forceRefresh":true"#)))
+        XCTAssertEqual(refreshed["source"] as? String, "refresh")
+        let newToken = try XCTUnwrap(refreshed["accessToken"] as? String)
+        let afterRefresh = try answerLine(raw, spaced(201))
+        XCTAssertTrue(try result(afterRefresh)["accessToken"] as? String == newToken, "the token before the refresh")
+        for n in 202...240 { XCTAssertTrue(try answerLine(raw, spaced(n)) == afterRefresh, "line \(n) after the refresh") }
+        // The app repeats itself again: the probes find the memo useful, and the answers are the same bytes.
+        for round in 0..<60 { XCTAssertTrue(try answerLine(raw, spaced(201)) == afterRefresh, "repeat \(round)") }
+        XCTAssertTrue(try answerLine(raw, plain) == afterRefresh, "the plain line")
+        XCTAssertEqual(try idp.tokenRequests("refresh_token"), 1, "one refresh, every other answer from the cache")
+        XCTAssertFalse(daemon.log.contains(newToken), "an access token reached the log")
+    }
 }
