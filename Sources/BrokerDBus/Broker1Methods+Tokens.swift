@@ -82,7 +82,9 @@ extension Broker1Methods {
         guard let hit = broker.cachedSilentToken(silent) else { return nil }
         let scopes = Scopes.requested(requested), account = (homeAccountId: Optional(hid), username: Optional(hit.username))
         guard case .allow = apps.decide(caller, clientId: clientId, account: account, scopes: scopes) else { return nil }
-        record(hit.outcome, caller: caller, clientId: clientId, scopes: scopes, account: account)
+        let record = apps.prepareRecord(caller, frontEnd: "dbus", clientId: clientId, scopes: scopes,
+                                        homeAccountId: hit.outcome.homeAccountId, username: hit.username, outcome: hit.outcome.source)
+        apps.record(again: record)
         logger.debug("D-Bus request answered from the cache", metadata: [
             "method": "\(method)", "client_pid": "\(caller.pid)", "client_exe": "\(caller.executable ?? "?")", "app": "\(caller.app)",
         ])
@@ -90,22 +92,20 @@ extension Broker1Methods {
                                                 tokensNeedNoEscape: hit.tokensNeedNoEscape) else {
             return (JSONWriter().string(Self.tokenResponse(hit.outcome, correlationId: correlationId)), nil)
         }
-        let remembered = RememberedBusAnswer(
-            method: method, request: request, head: head, freshness: hit.freshness, accessGeneration: generation,
-            outcome: hit.outcome, clientId: clientId, scopes: scopes, username: hit.username)
+        let remembered = RememberedBusAnswer(method: method, request: request, head: head, freshness: hit.freshness,
+                                             accessGeneration: generation, record: record)
         return (remembered.answer(correlationId: correlationId), remembered)
     }
 
     /// The answer kept from a cache hit, given again to the same caller for the same request while it holds: nothing
     /// changed the cache, the settings or the app policy since (`Broker.isStillFresh`, `AppAccess.generation`), and
     /// its token is not yet due for a refresh. Put on the record as every token handed out is. nil: ask `cachedAnswer`.
-    public func answerAgain(_ remembered: inout RememberedBusAnswer, method: String, correlationId: String, request: String,
-                            caller: CallerIdentity) -> String? {
+    public func answerAgain(_ remembered: inout RememberedBusAnswer, method: String, correlationId: String, request: String)
+        -> String? {
         guard remembered.method == method, remembered.request == request,
               correlationId.utf8.count <= Broker1Requests.maximumCorrelationIdBytes,
               apps.generation == remembered.accessGeneration, broker.isStillFresh(&remembered.freshness) else { return nil }
-        record(remembered.outcome, caller: caller, clientId: remembered.clientId, scopes: remembered.scopes,
-               account: (remembered.outcome.homeAccountId, remembered.username))
+        apps.record(again: remembered.record)
         return remembered.answer(correlationId: correlationId)
     }
 
@@ -266,11 +266,9 @@ public struct RememberedBusAnswer: Sendable {
     let head: [UInt8]
     var freshness: HitFreshness
     let accessGeneration: UInt64
-    /// For the record.
-    let outcome: TokenOutcome
-    let clientId: String
-    let scopes: [String]
-    let username: String?
+    /// What the audit records of each call it answers: the caller is the same (the front end keeps an answer per
+    /// unique name), and so is the call.
+    let record: AppAccess.PreparedRecord
 
     func answer(correlationId: String) -> String {
         var text = head

@@ -47,9 +47,12 @@ public final class DBusFrontEnd: @unchecked Sendable {
     /// caller; only the bus thread touches this.
     private var callers: [String: KnownSender] = [:]
 
-    private struct KnownSender {
-        var identity: CallerIdentity
+    /// A reference: a call looks its sender up once and works on what it found, where a value was copied out (its
+    /// identity's strings retained) and written back at each of the four reads and writes of a cache hit.
+    private final class KnownSender {
+        let identity: CallerIdentity
         var remembered: RememberedBusAnswer?
+        init(identity: CallerIdentity) { self.identity = identity }
     }
     static let rememberedCallers = 4_096
 
@@ -154,7 +157,8 @@ public final class DBusFrontEnd: @unchecked Sendable {
         let r = brokerd_bus_read_sss(message, &version, &correlation, &request)
         guard r >= 0 else { return r }  // sd-bus answers the caller with the error
         let sender = sd_bus_message_get_sender(message).map { String(cString: $0) }
-        guard let caller = sender.flatMap({ callers[$0]?.identity }) ?? newCaller(of: message, method: method) else {
+        let known = sender.flatMap { callers[$0] }
+        guard let caller = known?.identity ?? newCaller(of: message, method: method) else {
             return brokerd_bus_reply_error(message, "org.freedesktop.DBus.Error.AccessDenied",
                                            "brokerd serves uid \(ownUID) only")
         }
@@ -162,8 +166,8 @@ public final class DBusFrontEnd: @unchecked Sendable {
         let requestJSON = request.map { String(cString: $0) } ?? ""
         // A cache hit is answered here: a task and the hop back to this thread cost more than the hit itself. The
         // same request again is answered from what this caller was given last, while that holds.
-        if let answer = answerFromCache(sender: sender, method: method, correlationId: correlationId, request: requestJSON,
-                                        caller: caller) {
+        if let answer = answerFromCache(known ?? sender.flatMap { callers[$0] }, method: method, correlationId: correlationId,
+                                        request: requestJSON, caller: caller) {
             let sent = brokerd_bus_reply_s(message, answer)
             if sent < 0 { logger.notice("D-Bus answer not sent", metadata: ["error": "\(Self.errorText(sent))"]) }
             return 1
@@ -194,19 +198,17 @@ public final class DBusFrontEnd: @unchecked Sendable {
     /// call); nil when the request takes a task. A sender's identity is kept from its first call: the bus sets the
     /// sender of every message and never gives a unique name twice, so its credentials are not asked again
     /// (GetConnectionCredentials was a bus round trip on every call, half a cache hit's time).
-    private func answerFromCache(sender: String?, method: String, correlationId: String, request: String,
+    private func answerFromCache(_ known: KnownSender?, method: String, correlationId: String, request: String,
                                  caller: CallerIdentity) -> String? {
-        if let sender, var remembered = callers[sender]?.remembered {
-            callers[sender]?.remembered = nil  // kept again only if it still holds
-            if let answer = methods.answerAgain(&remembered, method: method, correlationId: correlationId, request: request,
-                                                caller: caller) {
-                callers[sender]?.remembered = remembered
+        if let known, var remembered = known.remembered.take() {  // kept again only if it still holds
+            if let answer = methods.answerAgain(&remembered, method: method, correlationId: correlationId, request: request) {
+                known.remembered = remembered
                 return answer
             }
         }
         guard let (answer, remembered) = methods.cachedAnswer(method: method, correlationId: correlationId, request: request,
                                                               caller: caller) else { return nil }
-        if let sender { callers[sender]?.remembered = remembered }
+        known?.remembered = remembered
         return answer
     }
 

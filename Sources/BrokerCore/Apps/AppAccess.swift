@@ -296,6 +296,30 @@ public actor AppAccess {
                kind: caller.app.kind, unit: caller.unit)
     }
 
+    /// The record of a call, made once to be put on the record again for each call alike (`record(again:)`): the
+    /// D-Bus front end's repeated cache hit, where building the row (the app's name, the scopes joined, the row's
+    /// key hashed in the queue from strings made anew) was the largest part of the call left to brokerd.
+    public struct PreparedRecord: Sendable {
+        fileprivate var row: AuditRow
+        fileprivate let kind: AppID.Kind
+        fileprivate let unit: String?
+    }
+
+    public nonisolated func prepareRecord(_ caller: CallerIdentity, frontEnd: String, clientId: String, scopes: [String],
+                                          homeAccountId: String?, username: String?, outcome: String) -> PreparedRecord {
+        PreparedRecord(row: auditRow(caller, frontEnd: frontEnd, clientId: clientId, scopes: scopes, homeAccountId: homeAccountId,
+                                     username: username, outcome: outcome),
+                       kind: caller.app.kind, unit: caller.unit)
+    }
+
+    /// Queues one more call of a prepared record, now.
+    public nonisolated func record(again prepared: PreparedRecord) {
+        var row = prepared.row
+        row.time = clock.now()
+        row.lastTime = row.time
+        record(row, kind: prepared.kind, unit: prepared.unit)
+    }
+
     /// The audit's row of a call the caller made.
     public nonisolated func auditRow(_ caller: CallerIdentity, frontEnd: String, clientId: String, scopes: [String],
                                             homeAccountId: String?, username: String?, outcome: String, detail: String? = nil,
