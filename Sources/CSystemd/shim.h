@@ -4,7 +4,9 @@
 
 // MARK: sd-bus (the com.microsoft.identity.broker1 front end)
 #include <systemd/sd-bus.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/uio.h>
 
 // A method call handed to Swift: `handler(message, context)`. The vtable below is static (sd-bus keeps a pointer to
 // it), so the Swift side is reached through this target passed as the object's userdata.
@@ -45,6 +47,23 @@ static inline int brokerd_bus_read_sss(sd_bus_message *m, const char **a, const 
 
 static inline int brokerd_bus_reply_s(sd_bus_message *m, const char *s) {
     return sd_bus_reply_method_return(m, "s", s);
+}
+
+// The same reply from text the caller vouches is valid UTF-8 (a Swift String's): appended by its length, without the
+// UTF-8 check and strlen that appending a C string makes sd-bus run over every byte (two kilobytes a token answer; the
+// client checks them again as it reads). A NUL inside, which no D-Bus string may hold, is refused (-EBADMSG) before
+// anything is sent.
+static inline int brokerd_bus_reply_utf8(sd_bus_message *m, const char *s, size_t length) {
+    if (memchr(s, 0, length) != NULL) return -EBADMSG;
+    if (!sd_bus_message_get_expect_reply(m)) return 0;
+    sd_bus_message *reply = NULL;
+    int r = sd_bus_message_new_method_return(m, &reply);
+    if (r < 0) return r;
+    struct iovec piece = { .iov_base = (void *)s, .iov_len = length };
+    r = sd_bus_message_append_string_iovec(reply, &piece, 1);
+    if (r >= 0) r = sd_bus_send(NULL, reply, NULL);
+    sd_bus_message_unref(reply);
+    return r;
 }
 
 static inline int brokerd_bus_reply_error(sd_bus_message *m, const char *name, const char *text) {
