@@ -68,11 +68,12 @@ extension Broker1Methods {
 
     /// A silent request for a named account that the cache answers and the app policy allows as it stands, answered
     /// where the call arrived (the bus thread) without a task or an actor: the answer `silentToken` gives for it, and
-    /// what the front end keeps of it for the caller's next identical request (`answerAgain`).
+    /// what the front end keeps of it for the caller's next identical request (`answerAgain`), and what the audit
+    /// records of it (the front end counts it: `HitAudit`).
     /// nil for anything else (another method, a malformed request, the default account, claims, a refresh due, a
     /// question for the user, a refusal), which then takes `answer`.
-    public func cachedAnswer(method: String, correlationId: String, request: String,
-                             caller: CallerIdentity) -> (answer: String, remembered: RememberedBusAnswer?)? {
+    public func cachedAnswer(method: String, correlationId: String, request: String, caller: CallerIdentity)
+        -> (answer: String, remembered: RememberedBusAnswer?, subject: HitAudit.Subject)? {
         guard method == "acquireTokenSilently",
               let plain = Broker1Requests.plainSilent(correlationId: correlationId, request: request) else { return nil }
         let (clientId, hid, requested) = (plain.clientId, plain.homeAccountId, plain.scopes)
@@ -82,30 +83,29 @@ extension Broker1Methods {
         guard let hit = broker.cachedSilentToken(silent) else { return nil }
         let scopes = Scopes.requested(requested), account = (homeAccountId: Optional(hid), username: Optional(hit.username))
         guard case .allow = apps.decide(caller, clientId: clientId, account: account, scopes: scopes) else { return nil }
-        let record = apps.prepareRecord(caller, frontEnd: "dbus", clientId: clientId, scopes: scopes,
-                                        homeAccountId: hit.outcome.homeAccountId, username: hit.username, outcome: hit.outcome.source)
-        apps.record(again: record)
+        let subject = HitAudit.Subject(clientId: clientId, homeAccountId: hit.outcome.homeAccountId, username: hit.username,
+                                       scopes: scopes)
         logger.debug("D-Bus request answered from the cache", metadata: [
             "method": "\(method)", "client_pid": "\(caller.pid)", "client_exe": "\(caller.executable ?? "?")", "app": "\(caller.app)",
         ])
         guard let head = Self.tokenResponseHead(hit.outcome, preferredUsername: hit.idTokenUsername,
                                                 tokensNeedNoEscape: hit.tokensNeedNoEscape) else {
-            return (JSONWriter().string(Self.tokenResponse(hit.outcome, correlationId: correlationId)), nil)
+            return (JSONWriter().string(Self.tokenResponse(hit.outcome, correlationId: correlationId)), nil, subject)
         }
         let remembered = RememberedBusAnswer(method: method, request: request, head: head, freshness: hit.freshness,
-                                             accessGeneration: generation, record: record)
-        return (remembered.answer(correlationId: correlationId), remembered)
+                                             accessGeneration: generation, subject: subject)
+        return (remembered.answer(correlationId: correlationId), remembered, subject)
     }
 
     /// The answer kept from a cache hit, given again to the same caller for the same request while it holds: nothing
     /// changed the cache, the settings or the app policy since (`Broker.isStillFresh`, `AppAccess.generation`), and
-    /// its token is not yet due for a refresh. Put on the record as every token handed out is. nil: ask `cachedAnswer`.
+    /// its token is not yet due for a refresh. The front end counts it for the audit. nil: ask
+    /// `cachedAnswer`.
     public func answerAgain(_ remembered: inout RememberedBusAnswer, method: String, correlationId: String, request: String)
         -> String? {
         guard remembered.method == method, remembered.request == request,
               correlationId.utf8.count <= Broker1Requests.maximumCorrelationIdBytes,
               apps.generation == remembered.accessGeneration, broker.isStillFresh(&remembered.freshness) else { return nil }
-        apps.record(again: remembered.record)
         return remembered.answer(correlationId: correlationId)
     }
 
@@ -266,9 +266,10 @@ public struct RememberedBusAnswer: Sendable {
     let head: [UInt8]
     var freshness: HitFreshness
     let accessGeneration: UInt64
-    /// What the audit records of each call it answers: the caller is the same (the front end keeps an answer per
-    /// unique name), and so is the call.
-    let record: AppAccess.PreparedRecord
+    /// What the audit records of each call it answers, and the number its count goes by (`HitAudit.countRepeat`),
+    /// given by the front end.
+    let subject: HitAudit.Subject
+    var number = 0
 
     func answer(correlationId: String) -> String {
         var text = head

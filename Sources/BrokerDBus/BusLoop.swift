@@ -9,8 +9,9 @@ import Glibc
 /// notifications each run one.
 enum BusLoop {
     /// Runs until `stopping` says so or the connection fails (then the sd-bus error is returned). `work` runs after
-    /// each round of processing, on this thread.
-    static func run(_ bus: OpaquePointer, wake: Int32, stopping: () -> Bool, work: () -> Void) -> Int32? {
+    /// each round of processing, on this thread; `timeout` says when it has work due (milliseconds; nil: none).
+    static func run(_ bus: OpaquePointer, wake: Int32, stopping: () -> Bool, timeout: () -> Int32? = { nil },
+                    work: () -> Void) -> Int32? {
         while !stopping() {
             while true {
                 let r = sd_bus_process(bus, nil)
@@ -18,13 +19,14 @@ enum BusLoop {
                 if r == 0 { break }
             }
             work()
-            wait(bus, wake: wake)
+            wait(bus, wake: wake, workDue: timeout())
         }
         return nil
     }
 
-    /// Waits for the bus (at most until its next timeout, a minute at most) or the wake descriptor, then drains it.
-    private static func wait(_ bus: OpaquePointer, wake: Int32) {
+    /// Waits for the bus (at most until its next timeout, or the work due, a minute at most) or the wake descriptor,
+    /// then drains it.
+    private static func wait(_ bus: OpaquePointer, wake: Int32, workDue: Int32?) {
         var fds = [pollfd(fd: sd_bus_get_fd(bus), events: Int16(truncatingIfNeeded: sd_bus_get_events(bus)), revents: 0),
                    pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
         var until: UInt64 = 0
@@ -35,6 +37,7 @@ enum BusLoop {
             let nowMicros = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1_000
             timeout = until <= nowMicros ? 0 : Int32(min((until - nowMicros + 999) / 1_000, 60_000))
         }
+        if let workDue { timeout = min(timeout, workDue) }
         _ = poll(&fds, 2, timeout)
         var counter: UInt64 = 0
         _ = read(wake, &counter, 8)

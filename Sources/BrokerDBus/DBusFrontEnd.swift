@@ -52,8 +52,16 @@ public final class DBusFrontEnd: @unchecked Sendable {
     private final class KnownSender {
         let identity: CallerIdentity
         var remembered: RememberedBusAnswer?
+        /// Its cache hits, counted for the audit until their window ends, it leaves the bus or the audit is read.
+        var audit = HitAudit()
         init(identity: CallerIdentity) { self.identity = identity }
     }
+    /// When the first of the senders' audit windows ends (Unix seconds, the broker's clock); nil: no hit is counted.
+    private var auditDue: Int64?
+    /// Numbers the remembered answers' counts (`HitAudit.countRepeat`).
+    private var nextAnswerNumber = 1
+    /// Readers of the audit waiting for the counts held here; closed once the bus thread has ended.
+    private let countsWanted = Locked<(closed: Bool, readers: [CheckedContinuation<Void, Never>])>((false, []))
     static let rememberedCallers = 4_096
 
     private init(bus: OpaquePointer, wake: Int32, methods: Broker1Methods, logger: Logger) {
@@ -85,6 +93,7 @@ public final class DBusFrontEnd: @unchecked Sendable {
             guard let name, let context else { return }
             Unmanaged<DBusFrontEnd>.fromOpaque(context).takeUnretainedValue().callerLeft(String(cString: name))
         }, context: Unmanaged.passUnretained(service).toOpaque()))
+        methods.apps.handsOverCountsBeforeReads { [weak service] in await service?.handOverCountsForReader() }
         r = brokerd_bus_add_broker1(bus, nil, objectPath, service.target)
         if r >= 0 { r = brokerd_watch_names_leaving(bus, service.leaving) }
         if r >= 0 { r = sd_bus_request_name(bus, busName, 0) }
@@ -123,7 +132,16 @@ public final class DBusFrontEnd: @unchecked Sendable {
 
     private func run() {
         let failure = BusLoop.run(bus, wake: wake, stopping: { stopping.load(ordering: .sequentiallyConsistent) },
-                                  work: sendReplies)
+                                  timeout: { auditTimeout }, work: {
+                                      sendReplies()
+                                      handOverCounts()
+                                  })
+        for known in callers.values { handOver(known) }
+        for reader in countsWanted.withLock({ wanted in
+            wanted.closed = true
+            defer { wanted.readers = [] }
+            return wanted.readers
+        }) { reader.resume() }
         if let failure {
             logger.error("D-Bus connection failed; the D-Bus front end stops", metadata: ["error": "\(Self.errorText(failure))"])
         }
@@ -188,7 +206,7 @@ public final class DBusFrontEnd: @unchecked Sendable {
     /// On the bus thread: a unique name left the bus. What was kept about it goes (its identity, its last answer,
     /// which holds a token), and its sign-ins end.
     private func callerLeft(_ name: String) {
-        callers[name] = nil
+        if let known = callers.removeValue(forKey: name) { handOver(known) }
         guard !methods.flows.started(by: name).isEmpty else { return }
         let methods = self.methods
         Task { await methods.callerLeft(name) }
@@ -202,14 +220,78 @@ public final class DBusFrontEnd: @unchecked Sendable {
                                  caller: CallerIdentity) -> String? {
         if let known, var remembered = known.remembered.take() {  // kept again only if it still holds
             if let answer = methods.answerAgain(&remembered, method: method, correlationId: correlationId, request: request) {
+                count(remembered.subject, number: remembered.number, repeating: true, of: known)
                 known.remembered = remembered
                 return answer
             }
         }
-        guard let (answer, remembered) = methods.cachedAnswer(method: method, correlationId: correlationId, request: request,
-                                                              caller: caller) else { return nil }
-        known?.remembered = remembered
+        guard let (answer, remembered, subject) = methods.cachedAnswer(method: method, correlationId: correlationId,
+                                                                       request: request, caller: caller) else { return nil }
+        guard let known else {  // no unique name (a direct connection): on the record at once
+            var audit = HitAudit()
+            _ = audit.add(subject, number: 0, at: methods.broker.now())
+            methods.apps.record(audit.take(), caller: caller, frontEnd: "dbus")
+            return answer
+        }
+        known.remembered = remembered.map { remembered in
+            var numbered = remembered
+            numbered.number = nextAnswerNumber
+            nextAnswerNumber += 1
+            return numbered
+        }
+        count(subject, number: known.remembered?.number ?? 0, repeating: false, of: known)
         return answer
+    }
+
+    // MARK: The audit's counts
+
+    /// Counts a cache hit of `known` (`HitAudit`: a repeat of its remembered answer is an increment), handing over
+    /// the window it closed, if any.
+    private func count(_ subject: HitAudit.Subject, number: Int, repeating: Bool, of known: KnownSender) {
+        let now = methods.broker.now()
+        if repeating, known.audit.countRepeat(number: number, at: now) { return }
+        let finished = known.audit.add(subject, number: number, at: now)
+        if !finished.isEmpty { methods.apps.record(finished, caller: known.identity, frontEnd: "dbus") }
+        if let due = known.audit.due, auditDue.map({ due < $0 }) ?? true { auditDue = due }
+    }
+
+    private func handOver(_ known: KnownSender) {
+        let tallies = known.audit.take()
+        if !tallies.isEmpty { methods.apps.record(tallies, caller: known.identity, frontEnd: "dbus") }
+    }
+
+    /// On the bus thread after each round: the counts whose window ended, or all of them when a reader of the audit
+    /// waits for them.
+    private func handOverCounts() {
+        let readers = countsWanted.withLock { wanted in
+            defer { wanted.readers = [] }
+            return wanted.readers
+        }
+        let now = methods.broker.now()
+        guard !readers.isEmpty || auditDue.map({ $0 <= now }) ?? false else { return }
+        auditDue = nil
+        for known in callers.values {
+            if !readers.isEmpty || known.audit.due.map({ $0 <= now }) ?? false { handOver(known) }
+            if let due = known.audit.due, auditDue.map({ due < $0 }) ?? true { auditDue = due }
+        }
+        for reader in readers { reader.resume() }
+    }
+
+    /// How long the bus thread may wait before a window's counts are due (milliseconds); nil: no count is held.
+    private var auditTimeout: Int32? {
+        auditDue.map { Int32(clamping: max(0, ($0 - methods.broker.now()) * 1_000)) }
+    }
+
+    /// For a reader of the audit (`AppAccess.handsOverCountsBeforeReads`): returns once the counts held when it asked
+    /// are queued for the audit.
+    private func handOverCountsForReader() async {
+        await withCheckedContinuation { (reader: CheckedContinuation<Void, Never>) in
+            let closed = countsWanted.withLock { wanted in
+                if !wanted.closed { wanted.readers.append(reader) }
+                return wanted.closed
+            }
+            if closed { reader.resume() } else { signalWake() }
+        }
     }
 
     /// A sender's first call: its credentials from the bus, then its identity (`identity(of:)`). nil when it runs as
@@ -266,7 +348,10 @@ public final class DBusFrontEnd: @unchecked Sendable {
                 identity = .unidentified(uid: uid, pid: pid, executable: nil, reason: error.description)
             }
         }
-        if callers.count >= Self.rememberedCallers { callers.removeAll() }
+        if callers.count >= Self.rememberedCallers {
+            for known in callers.values { handOver(known) }
+            callers.removeAll()
+        }
         callers[name] = KnownSender(identity: identity)
         logger.debug("D-Bus caller identified", metadata: [
             "sender": "\(name)", "client_pid": "\(pid)", "app": "\(identity.app)", "notes": "\(identity.notes.joined(separator: "; "))",

@@ -368,7 +368,7 @@ final class ClientConnection: @unchecked Sendable {
     /// Hands the cache hits counted for the audit over to it.
     func handOverAudit() {
         let tallies = memory.audit.take()
-        if !tallies.isEmpty { router.apps.record(tallies, caller: caller) }
+        if !tallies.isEmpty { router.apps.record(tallies, caller: caller, frontEnd: "socket") }
     }
 
     /// Counts a remembered answer's hit for the audit: an increment while the same request repeats; another request
@@ -378,7 +378,7 @@ final class ClientConnection: @unchecked Sendable {
         if memory.audit.countRepeat(number: answer.subjectNumber, at: now) { return }
         guard let subject = memory.answers.lastSubject else { return }
         let finished = memory.audit.add(subject, number: answer.subjectNumber, at: now)
-        if !finished.isEmpty { router.apps.record(finished, caller: caller) }
+        if !finished.isEmpty { router.apps.record(finished, caller: caller, frontEnd: "socket") }
     }
 
     private func checkTimeouts(reading: Bool) {

@@ -116,7 +116,7 @@ extension RequestRouter {
         }
         logHit(from: peer, since: started, into: &memory.log)
         let finished = memory.audit.add(subject, number: number, at: broker.now())
-        if !finished.isEmpty { apps.record(finished, caller: caller) }
+        if !finished.isEmpty { apps.record(finished, caller: caller, frontEnd: "socket") }
         // Written as the remembered answers are, in pieces: the result is not copied into an envelope.
         return RememberedAnswer(text: text, id: id, correlationId: p.correlationId, subjectNumber: number)
     }

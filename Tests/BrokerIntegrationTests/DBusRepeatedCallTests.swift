@@ -57,6 +57,13 @@ final class DBusRepeatedCallTests: XCTestCase {
         ], environment: bus.environment)
 
         try waitForFile(directory + "/two")
+        // The client is still on the bus, its two hits counted on the bus thread (HitAudit): a read of the audit has
+        // them handed over first, so it sees both, at once.
+        let python = try XCTUnwrap(realpath("/usr/bin/python3", nil).map { pointer in
+            defer { free(pointer) }
+            return String(cString: pointer)
+        })
+        XCTAssertEqual(try handedOut(to: "exe:\(python)"), 2, "the audit read while the caller is on the bus")
         let refresh = try daemon.ctl(["token", "--client-id", TestEntra.famA, "--authority", "https://login.microsoftonline.com/common",
                                       "--scope", TestEntra.graph, "--force-refresh"])
         XCTAssertEqual(refresh.status, 0, refresh.stderr)
@@ -64,10 +71,6 @@ final class DBusRepeatedCallTests: XCTestCase {
         FileManager.default.createFile(atPath: directory + "/refreshed", contents: nil)
 
         try waitForFile(directory + "/three")
-        let python = try XCTUnwrap(realpath("/usr/bin/python3", nil).map { pointer in
-            defer { free(pointer) }
-            return String(cString: pointer)
-        })
         let deny = try daemon.ctl(["apps", "deny", "exe:\(python)", "--client-id", TestEntra.famA])
         XCTAssertEqual(deny.status, 0, deny.stderr)
         FileManager.default.createFile(atPath: directory + "/denied", contents: nil)
@@ -91,11 +94,49 @@ final class DBusRepeatedCallTests: XCTestCase {
         XCTAssertEqual(Set(answers.map { $0["correlationId"] as? String ?? "" }).count, 4, "each answer has its call's correlation id")
 
         // Every call on the record: the three tokens handed out and the refusal.
-        try waitFor("the four calls in the audit") {
-            let log = try daemon.ctl(["log", "--json", "--app", "exe:\(python)"])
-            let rows = (try? JSONSerialization.jsonObject(with: Data(log.stdout.utf8)) as? [String: Any])?["entries"] as? [[String: Any]] ?? []
-            let handedOut = rows.filter { $0["outcome"] as? String == "cache" }.reduce(0) { $0 + ($1["count"] as? Int ?? 0) }
-            return handedOut == 3 && rows.contains { $0["outcome"] as? String == "refused" }
+        XCTAssertEqual(try handedOut(to: "exe:\(python)"), 3)
+        XCTAssertTrue(try auditRows(of: "exe:\(python)").contains { $0["outcome"] as? String == "refused" })
+    }
+
+    /// A caller that stays on the bus and nobody reading the audit: its counted hits reach the database when their
+    /// 10-second window ends (the bus thread wakes for it), not only when it leaves. Read from apps.db itself, since a
+    /// read through brokerd has the counts handed over first.
+    func testTheHitsOfACallerThatStaysOnTheBusAreWrittenWhenTheirWindowEnds() throws {
+        daemon = try Daemon(config: entra.brokerConfig)
+        daemon.environment = ["BROWSER": TestIdP.fakeBrowser, "IDP_BROWSER_LOG": directory + "/browser.log",
+                              "DBUS_SESSION_BUS_ADDRESS": bus.address]
+        try daemon.start()
+        try bus.waitForBroker()
+        XCTAssertEqual(try entra.signIn(daemon, user: "alice@contoso.example", client: TestEntra.famA).status, 0)
+        let request = directory + "/silent.json"
+        try silentRequest.write(toFile: request, atomically: true, encoding: .utf8)
+        let call = "call:acquireTokenSilently:\(request)"
+        let client = try RunningCommand("/usr/bin/python3", [
+            TestIdP.root + "/Tests/dbus/one_connection.py", call, call, call, "mark:\(directory)/asked", "wait:\(directory)/end",
+        ], environment: bus.environment)
+        defer {
+            FileManager.default.createFile(atPath: directory + "/end", contents: nil)
+            _ = client.finish()
         }
+        try waitForFile(directory + "/asked")
+        var written = ""
+        try waitFor("the window's count in apps.db", timeout: 25) {
+            written = try runCommand("/usr/bin/python3", ["-c", "import sqlite3, sys; print(*sqlite3.connect(sys.argv[1]).execute("
+                                                          + "\"SELECT front_end, outcome, count FROM audit WHERE front_end = 'dbus'\").fetchall())",
+                                                          daemon.stateDir + "/apps.db"]).stdout
+            return !written.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty
+        }
+        XCTAssertEqual(written.trimmingCharacters(in: .whitespacesAndNewlines), "('dbus', 'cache', 3)", "one row for the three hits")
+    }
+
+    private func auditRows(of app: String) throws -> [[String: Any]] {
+        let log = try daemon.ctl(["log", "--json", "--app", app])
+        XCTAssertEqual(log.status, 0, log.stderr)
+        return (try? JSONSerialization.jsonObject(with: Data(log.stdout.utf8)) as? [String: Any])?["entries"] as? [[String: Any]] ?? []
+    }
+
+    /// Tokens handed out from the cache to `app`, by the audit.
+    private func handedOut(to app: String) throws -> Int {
+        try auditRows(of: app).filter { $0["outcome"] as? String == "cache" }.reduce(0) { $0 + ($1["count"] as? Int ?? 0) }
     }
 }

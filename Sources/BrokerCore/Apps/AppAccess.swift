@@ -18,6 +18,7 @@ public actor AppAccess {
     /// When consents expire and audit rows are dated: the broker's clock.
     public nonisolated let clock: any BrokerClock
     private nonisolated let queue = Locked(AuditQueue())
+    private nonisolated let countKeepers = Locked<[@Sendable () async -> Void]>([])
     private let database: AppDatabase
     private let logger: Logger
     private var retention: AuditRetention
@@ -296,30 +297,6 @@ public actor AppAccess {
                kind: caller.app.kind, unit: caller.unit)
     }
 
-    /// The record of a call, made once to be put on the record again for each call alike (`record(again:)`): the
-    /// D-Bus front end's repeated cache hit, where building the row (the app's name, the scopes joined, the row's
-    /// key hashed in the queue from strings made anew) was the largest part of the call left to brokerd.
-    public struct PreparedRecord: Sendable {
-        fileprivate var row: AuditRow
-        fileprivate let kind: AppID.Kind
-        fileprivate let unit: String?
-    }
-
-    public nonisolated func prepareRecord(_ caller: CallerIdentity, frontEnd: String, clientId: String, scopes: [String],
-                                          homeAccountId: String?, username: String?, outcome: String) -> PreparedRecord {
-        PreparedRecord(row: auditRow(caller, frontEnd: frontEnd, clientId: clientId, scopes: scopes, homeAccountId: homeAccountId,
-                                     username: username, outcome: outcome),
-                       kind: caller.app.kind, unit: caller.unit)
-    }
-
-    /// Queues one more call of a prepared record, now.
-    public nonisolated func record(again prepared: PreparedRecord) {
-        var row = prepared.row
-        row.time = clock.now()
-        row.lastTime = row.time
-        record(row, kind: prepared.kind, unit: prepared.unit)
-    }
-
     /// The audit's row of a call the caller made.
     public nonisolated func auditRow(_ caller: CallerIdentity, frontEnd: String, clientId: String, scopes: [String],
                                             homeAccountId: String?, username: String?, outcome: String, detail: String? = nil,
@@ -334,6 +311,17 @@ public actor AppAccess {
                                            account: (homeAccountId: String?, username: String?)?) {
         record(caller, frontEnd: frontEnd, clientId: refusal.clientId, scopes: scopes, homeAccountId: account?.homeAccountId,
                username: account?.username, outcome: "refused", detail: "\(refusal.reason.rawValue): \(refusal.message)")
+    }
+
+    /// A front end that counts cache hits before handing them over (`HitAudit`) and can be asked to hand them over at
+    /// once: each read of the audit asks it first, so that the reader sees every call made before it asked (a D-Bus
+    /// caller behind xdg-dbus-proxy is one unique name for as long as the app runs).
+    public nonisolated func handsOverCountsBeforeReads(_ handOver: @escaping @Sendable () async -> Void) {
+        countKeepers.withLock { $0.append(handOver) }
+    }
+
+    private func collectCounts() async {
+        for handOver in countKeepers.withLock({ $0 }) { await handOver() }
     }
 
     /// Writes what was queued, and then prunes the audit to its retention (at most once a minute, or whenever a tenth
@@ -374,17 +362,20 @@ public actor AppAccess {
         flush()
     }
 
-    public func audit(_ filter: AuditFilter) throws -> [AuditRow] {
+    public func audit(_ filter: AuditFilter) async throws -> [AuditRow] {
+        await collectCounts()
         flush()
         return try database.audit(filter)
     }
 
-    public func auditRowCount() throws -> Int {
+    public func auditRowCount() async throws -> Int {
+        await collectCounts()
         flush()
         return try database.auditRowCount()
     }
 
-    public func seenApps() throws -> [SeenAppRow] {
+    public func seenApps() async throws -> [SeenAppRow] {
+        await collectCounts()
         flush()
         return try database.apps()
     }

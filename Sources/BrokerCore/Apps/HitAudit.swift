@@ -1,23 +1,24 @@
-import BrokerCore
 import BrokerJSON
+import BrokerStore
 
-/// One connection's count of the cache hits it answers on its own thread, for the audit: hits of the same request
-/// (same client ID, account and scopes) are counted together, and every count is handed to the audit as one row when
-/// `window` seconds have passed since the first, or when the connection closes. An app that alternates a few
+/// One caller's count of the cache hits a front end answers without a task (a socket connection's, on its thread; a
+/// D-Bus sender's, on the bus thread), for the audit: hits of the same request (same client ID, account and scopes)
+/// are counted together, and every count is handed to the audit as one row when `window` seconds have passed since
+/// the first, or when the caller goes (the connection closes, the unique name leaves the bus). An app that alternates a few
 /// requests (a Graph token and an ARM token) still makes a few rows a window, not one a hit. A repeated hit costs a
 /// comparison and an increment; every hit is counted.
-struct HitAudit {
-    struct Subject: Hashable, Sendable {
-        let clientId: String
-        let homeAccountId: String
-        let username: String?
-        let scopes: [String]
+public struct HitAudit {
+    public struct Subject: Hashable, Sendable {
+        public let clientId: String
+        public let homeAccountId: String
+        public let username: String?
+        public let scopes: [String]
         /// By `ByteDigest`, worked out once (a connection's own requests, at most `capacity` a window): SipHash over
         /// the subject's two hundred bytes was a third of counting a hit, and the digest made again at each growth
         /// of the table, for every subject in it, was a quarter of what was left.
         private let digest: UInt64
 
-        init(clientId: String, homeAccountId: String, username: String?, scopes: [String]) {
+        public init(clientId: String, homeAccountId: String, username: String?, scopes: [String]) {
             self.clientId = clientId
             self.homeAccountId = homeAccountId
             self.username = username
@@ -28,48 +29,53 @@ struct HitAudit {
             self.digest = digest ^ UInt64(scopes.count)
         }
 
-        func hash(into hasher: inout Hasher) { hasher.combine(digest) }
+        public func hash(into hasher: inout Hasher) { hasher.combine(digest) }
 
-        static func == (a: Subject, b: Subject) -> Bool {
+        public static func == (a: Subject, b: Subject) -> Bool {
             a.digest == b.digest && a.clientId == b.clientId && a.homeAccountId == b.homeAccountId
                 && a.username == b.username && a.scopes == b.scopes
         }
     }
 
-    struct Tally {
-        var subject: Subject
+    public struct Tally: Sendable {
+        public var subject: Subject
         /// The remembered answer (`SilentAnswerMemo`) counted here; 0 for hits answered without one.
-        var number: Int
-        var count: Int
-        var first: Int64
-        var last: Int64
+        public var number: Int
+        public var count: Int
+        public var first: Int64
+        public var last: Int64
     }
 
-    static let window: Int64 = 10
+    public static let window: Int64 = 10
     /// Distinct requests counted in one window at most; past that, the window ends early (and the audit's queue
     /// merges what connections hand over alike). A window that ends early hands a row to the audit per hit, which
     /// costs more than the hit itself (a tenth of it went to the audit at 256), so the bound is set where a memory
     /// cap is needed, not lower: a tally holds its request's strings, most of them shared with the cache, about
     /// 200 bytes, so a connection that asks for thousands of different tokens a window holds under a megabyte.
-    static let capacity = 4096
+    public static let capacity = 4096
 
     private var tallies: [Tally] = []
     /// Where each subject's tally is: a hit that no memo answered finds its tally without comparing every subject.
     private var indexes: [Subject: Int] = [:]
+    /// Where the tally of each remembered answer is, by its number: a repeat of another answer than the last one
+    /// finds its tally without scanning them all (thousands, for a caller that asks for many tokens).
+    private var numberIndexes: [Int: Int] = [:]
     /// The tally counted last: where a repeated hit looks first.
     private var lastIndex = 0
     private var windowStart: Int64 = 0
 
+    public init() {}
+
     /// Counts a hit of the remembered answer `number` when the window is open and it has a tally: the whole cost of a
     /// repeated hit. False: `add` the hit.
-    mutating func countRepeat(number: Int, at now: Int64) -> Bool {
+    public mutating func countRepeat(number: Int, at now: Int64) -> Bool {
         guard number != 0, now - windowStart < Self.window else { return false }
         if lastIndex < tallies.count, tallies[lastIndex].number == number {
             tallies[lastIndex].count += 1
             tallies[lastIndex].last = now
             return true
         }
-        guard let index = tallies.firstIndex(where: { $0.number == number }) else { return false }
+        guard let index = numberIndexes[number] else { return false }
         lastIndex = index
         tallies[index].count += 1
         tallies[index].last = now
@@ -78,7 +84,7 @@ struct HitAudit {
 
     /// Counts a hit by its subject (a new remembered answer, or one answered without a memo). Returns the tallies
     /// of the window it closed, if it closed one, to hand over.
-    mutating func add(_ subject: Subject, number: Int, at now: Int64) -> [Tally] {
+    public mutating func add(_ subject: Subject, number: Int, at now: Int64) -> [Tally] {
         var finished: [Tally] = []
         if now - windowStart >= Self.window || tallies.count >= Self.capacity {
             finished = take()
@@ -94,32 +100,34 @@ struct HitAudit {
             lastIndex = tallies.count - 1
             indexes[subject] = lastIndex
         }
+        if number != 0 { numberIndexes[number] = lastIndex }
         return finished
     }
 
     /// Every tally so far, leaving none.
-    mutating func take() -> [Tally] {
+    public mutating func take() -> [Tally] {
         let keepingCapacity = tallies.count <= 64  // a burst of many subjects is not kept for ever
         defer {
             tallies.removeAll(keepingCapacity: keepingCapacity)
             indexes.removeAll(keepingCapacity: keepingCapacity)
+            numberIndexes.removeAll(keepingCapacity: keepingCapacity)
             lastIndex = 0
         }
         return tallies
     }
 
     /// When the window with tallies in it ends (Unix seconds); nil when there is nothing to hand over.
-    var due: Int64? { tallies.isEmpty ? nil : windowStart + Self.window }
+    public var due: Int64? { tallies.isEmpty ? nil : windowStart + Self.window }
 }
 
 extension AppAccess {
-    /// Hands a connection's counted cache hits to the audit.
-    nonisolated func record(_ tallies: [HitAudit.Tally], caller: CallerIdentity) {
+    /// Hands a caller's counted cache hits to the audit.
+    public nonisolated func record(_ tallies: [HitAudit.Tally], caller: CallerIdentity, frontEnd: String) {
         record(tallies.map { tally in
             let subject = tally.subject
-            return auditRow(caller, frontEnd: "socket", clientId: subject.clientId, scopes: subject.scopes,
-                                 homeAccountId: subject.homeAccountId, username: subject.username, outcome: "cache",
-                                 count: tally.count, since: tally.first, until: tally.last)
+            return auditRow(caller, frontEnd: frontEnd, clientId: subject.clientId, scopes: subject.scopes,
+                            homeAccountId: subject.homeAccountId, username: subject.username, outcome: "cache",
+                            count: tally.count, since: tally.first, until: tally.last)
         }, of: caller)
     }
 }
