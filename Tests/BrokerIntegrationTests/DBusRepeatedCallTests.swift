@@ -38,7 +38,9 @@ final class DBusRepeatedCallTests: XCTestCase {
         try waitFor("\(path) to appear") { FileManager.default.fileExists(atPath: path) }
     }
 
-    func testTheSameRequestAgainGetsTheAnswerThatHoldsNow() throws {
+    /// brokerd on the private bus with alice signed in to famA; the `call:` step of one_connection.py for her silent
+    /// request.
+    private func signedInCall() throws -> String {
         daemon = try Daemon(config: entra.brokerConfig)
         daemon.environment = ["BROWSER": TestIdP.fakeBrowser, "IDP_BROWSER_LOG": directory + "/browser.log",
                               "DBUS_SESSION_BUS_ADDRESS": bus.address]
@@ -48,7 +50,11 @@ final class DBusRepeatedCallTests: XCTestCase {
         XCTAssertEqual(login.status, 0, login.stderr)
         let request = directory + "/silent.json"
         try silentRequest.write(toFile: request, atomically: true, encoding: .utf8)
-        let call = "call:acquireTokenSilently:\(request)"
+        return "call:acquireTokenSilently:\(request)"
+    }
+
+    func testTheSameRequestAgainGetsTheAnswerThatHoldsNow() throws {
+        let call = try signedInCall()
 
         // Two calls, then (after a refresh elsewhere) a third, then (after the app is denied) a fourth: one connection.
         let client = try RunningCommand("/usr/bin/python3", [
@@ -102,15 +108,7 @@ final class DBusRepeatedCallTests: XCTestCase {
     /// 10-second window ends (the bus thread wakes for it), not only when it leaves. Read from apps.db itself, since a
     /// read through brokerd has the counts handed over first.
     func testTheHitsOfACallerThatStaysOnTheBusAreWrittenWhenTheirWindowEnds() throws {
-        daemon = try Daemon(config: entra.brokerConfig)
-        daemon.environment = ["BROWSER": TestIdP.fakeBrowser, "IDP_BROWSER_LOG": directory + "/browser.log",
-                              "DBUS_SESSION_BUS_ADDRESS": bus.address]
-        try daemon.start()
-        try bus.waitForBroker()
-        XCTAssertEqual(try entra.signIn(daemon, user: "alice@contoso.example", client: TestEntra.famA).status, 0)
-        let request = directory + "/silent.json"
-        try silentRequest.write(toFile: request, atomically: true, encoding: .utf8)
-        let call = "call:acquireTokenSilently:\(request)"
+        let call = try signedInCall()
         let client = try RunningCommand("/usr/bin/python3", [
             TestIdP.root + "/Tests/dbus/one_connection.py", call, call, call, "mark:\(directory)/asked", "wait:\(directory)/end",
         ], environment: bus.environment)
