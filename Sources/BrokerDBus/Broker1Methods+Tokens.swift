@@ -99,8 +99,7 @@ extension Broker1Methods {
 
     /// The answer kept from a cache hit, given again to the same caller for the same request while it holds: nothing
     /// changed the cache, the settings or the app policy since (`Broker.isStillFresh`, `AppAccess.generation`), and
-    /// its token is not yet due for a refresh. The front end counts it for the audit. nil: ask
-    /// `cachedAnswer`.
+    /// its token is not yet due for a refresh. The front end counts it for the audit. nil: ask `cachedAnswer`.
     public func answerAgain(_ remembered: inout RememberedBusAnswer, method: String, correlationId: String, request: String)
         -> String? {
         guard remembered.method == method, remembered.request == request,

@@ -40,16 +40,12 @@ static inline int brokerd_bus_add_broker1(sd_bus *bus, sd_bus_slot **slot, const
     return sd_bus_add_object_vtable(bus, slot, path, "com.microsoft.identity.Broker1", vtable, target);
 }
 
-// sd_bus_message_read and sd_bus_reply_method_return are variadic, so not callable from Swift.
+// sd_bus_message_read is variadic, so not callable from Swift.
 static inline int brokerd_bus_read_sss(sd_bus_message *m, const char **a, const char **b, const char **c) {
     return sd_bus_message_read(m, "sss", a, b, c);
 }
 
-static inline int brokerd_bus_reply_s(sd_bus_message *m, const char *s) {
-    return sd_bus_reply_method_return(m, "s", s);
-}
-
-// The same reply from text the caller vouches is valid UTF-8 (a Swift String's): appended by its length, without the
+// A method's reply "s" from text the caller vouches is valid UTF-8 (a Swift String's): appended by its length, without the
 // UTF-8 check and strlen that appending a C string makes sd-bus run over every byte (two kilobytes a token answer; the
 // client checks them again as it reads). A NUL inside, which no D-Bus string may hold, is refused (-EBADMSG) before
 // anything is sent.

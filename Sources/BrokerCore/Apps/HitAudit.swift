@@ -4,9 +4,9 @@ import BrokerStore
 /// One caller's count of the cache hits a front end answers without a task (a socket connection's, on its thread; a
 /// D-Bus sender's, on the bus thread), for the audit: hits of the same request (same client ID, account and scopes)
 /// are counted together, and every count is handed to the audit as one row when `window` seconds have passed since
-/// the first, or when the caller goes (the connection closes, the unique name leaves the bus). An app that alternates a few
-/// requests (a Graph token and an ARM token) still makes a few rows a window, not one a hit. A repeated hit costs a
-/// comparison and an increment; every hit is counted.
+/// the first, or when the caller goes (the connection closes, the unique name leaves the bus). An app that alternates
+/// a few requests (a Graph token and an ARM token) still makes a few rows a window, not one a hit. A repeated hit
+/// costs a comparison and an increment; every hit is counted.
 public struct HitAudit {
     public struct Subject: Hashable, Sendable {
         public let clientId: String
