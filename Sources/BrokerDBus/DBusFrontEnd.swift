@@ -228,9 +228,8 @@ public final class DBusFrontEnd: @unchecked Sendable {
         guard let (answer, remembered, subject) = methods.cachedAnswer(method: method, correlationId: correlationId,
                                                                        request: request, caller: caller) else { return nil }
         guard let known else {  // no unique name (a direct connection): on the record at once
-            var audit = HitAudit()
-            _ = audit.add(subject, number: 0, at: methods.broker.now())
-            methods.apps.record(audit.take(), caller: caller, frontEnd: "dbus")
+            methods.apps.record(caller, frontEnd: "dbus", clientId: subject.clientId, scopes: subject.scopes,
+                                homeAccountId: subject.homeAccountId, username: subject.username, outcome: "cache")
             return answer
         }
         known.remembered = remembered.map { remembered in
