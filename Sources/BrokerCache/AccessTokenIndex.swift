@@ -249,9 +249,10 @@ struct AccessTokenIndex: Sendable {
     func bestToken(homeAccountId: String, clientId: String, environment: String, tenant: String, scopes: [String],
                    now: Int64, aliases: EnvironmentAliases) -> IndexedAccessToken? {
         guard let bucket = bucket(homeAccountId: homeAccountId, clientId: clientId),
-              let (slot, index) = best(in: bucket, environment: environment, tenant: tenant, scopes: scopes, now: now,
-                                       aliases: aliases) else { return nil }
-        return buckets.values[slot].tokens[index]
+              let slot = buckets.index(forKey: bucket) else { return nil }
+        let found = buckets.values[slot]
+        return best(in: found, environment: environment, tenant: tenant, scopes: scopes, now: now, aliases: aliases)
+            .map { found.tokens[$0] }
     }
 
     /// The bucket of an account and client, by their numbers (nil when the cache never held either).
@@ -267,16 +268,16 @@ struct AccessTokenIndex: Sendable {
     /// Only the winning token's answer fields: the rest of its entry is not copied out (a hit's only use of it).
     func bestAnswer(in bucket: Bucket, environment: String, tenant: String, scopes: [String], now: Int64,
                     aliases: EnvironmentAliases) -> CachedAccessToken? {
-        guard let (slot, index) = best(in: bucket, environment: environment, tenant: tenant, scopes: scopes, now: now,
-                                       aliases: aliases) else { return nil }
-        return buckets.values[slot].answers[index]
+        guard let slot = buckets.index(forKey: bucket) else { return nil }
+        // Taken out of the table once: each read through `buckets.values` copied the bucket, retaining its arrays.
+        let found = buckets.values[slot]
+        return best(in: found, environment: environment, tenant: tenant, scopes: scopes, now: now, aliases: aliases)
+            .map { found.answers[$0] }
     }
 
-    /// The winner's bucket and place in it. Reads the bucket's candidates and scope numbers in place: no token is
-    /// copied, and nothing is retained.
-    private func best(in bucket: Bucket, environment: String, tenant: String, scopes: [String], now: Int64,
-                      aliases: EnvironmentAliases) -> (Dictionary<Bucket, AccessTokenBucket>.Index, Int)? {
-        guard let slot = buckets.index(forKey: bucket) else { return nil }
+    /// The winner's place in its bucket. Reads the bucket's candidates and scope numbers in place: no token is copied.
+    private func best(in bucket: borrowing AccessTokenBucket, environment: String, tenant: String, scopes: [String],
+                      now: Int64, aliases: EnvironmentAliases) -> Int? {
         // A scope no token of the cache holds is in no token of this bucket.
         var wanted: [UInt32] = []
         wanted.reserveCapacity(scopes.count)
@@ -290,8 +291,8 @@ struct AccessTokenIndex: Sendable {
         let environmentNumber = strings.number(of: environment)
         var canonicalEnvironment: String?  // computed only when a token's environment differs from the request's
         let live = now + expiryBufferSeconds  // no arithmetic on cached values (an imported cache can hold any number)
-        let winner = buckets.values[slot].candidates.withUnsafeBufferPointer { candidates in
-            buckets.values[slot].scopeNumbers.withUnsafeBufferPointer { scopeNumbers -> Int? in
+        return bucket.candidates.withUnsafeBufferPointer { candidates in
+            bucket.scopeNumbers.withUnsafeBufferPointer { scopeNumbers -> Int? in
                 var best: Int?, bestExpiresOn = Int64.min
                 for index in candidates.indices {
                     let candidate = candidates[index]
@@ -310,7 +311,6 @@ struct AccessTokenIndex: Sendable {
                 return best
             }
         }
-        return winner.map { (slot, $0) }
     }
 }
 
@@ -377,11 +377,28 @@ struct IdTokenIndex: Sendable {
 
     func idToken(in bucket: AccessTokenIndex.Bucket, environment: String, strings: StringTable,
                  aliases: EnvironmentAliases) -> Entry? {
-        guard let entries = buckets[bucket] else { return nil }
+        guard let entries = buckets[bucket],
+              let index = Self.latest(in: entries, environment: environment, strings: strings, aliases: aliases)
+        else { return nil }
+        return entries[index]
+    }
+
+    /// What a token answer takes of `idToken(in:…)`: its fields read in place, where copying the entry out retained
+    /// its key too, a string the hit never reads (and, at 10,000 accounts, not in the processor's cache).
+    func idTokenAnswer(in bucket: AccessTokenIndex.Bucket, environment: String, strings: StringTable,
+                       aliases: EnvironmentAliases) -> (secret: String, preferredUsername: String?, secretNeedsNoEscape: Bool)? {
+        guard let entries = buckets[bucket],
+              let index = Self.latest(in: entries, environment: environment, strings: strings, aliases: aliases),
+              let secret = entries[index].secret else { return nil }
+        return (secret, entries[index].preferredUsername, entries[index].secretNeedsNoEscape)
+    }
+
+    private static func latest(in entries: [Entry], environment: String, strings: StringTable,
+                               aliases: EnvironmentAliases) -> Int? {
         let wanted = strings.number(of: environment)
-        if let same = entries.last(where: { $0.environment == wanted }) { return same }
+        if let same = entries.lastIndex(where: { $0.environment == wanted }) { return same }
         let canonical = aliases.canonical(environment)
-        return entries.last { aliases.canonical(strings[$0.environment]) == canonical }
+        return entries.lastIndex { aliases.canonical(strings[$0.environment]) == canonical }
     }
 }
 

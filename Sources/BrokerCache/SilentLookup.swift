@@ -52,8 +52,7 @@ extension TokenCache {
                 ?? accessTokens.bucket(homeAccountId: hid, clientId: clientId),
               let token = accessTokens.bestAnswer(in: bucket, environment: environment, tenant: tenant, scopes: scopes,
                                                   now: now, aliases: aliases) else { return nil }
-        let idToken = idTokenEntry(in: bucket, environment: environment)
-        return (token, idToken?.secret, idToken?.secret == nil ? nil : idToken?.preferredUsername,
-                token.secretNeedsNoEscape && idToken?.secretNeedsNoEscape ?? true)
+        let idToken = idTokenAnswer(in: bucket, environment: environment)
+        return (token, idToken?.secret, idToken?.preferredUsername, token.secretNeedsNoEscape && idToken?.secretNeedsNoEscape ?? true)
     }
 }

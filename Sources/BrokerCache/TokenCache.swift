@@ -140,8 +140,9 @@ public struct TokenCache: Sendable {
         indexedIdTokenEntry(homeAccountId: homeAccountId, clientId: clientId, environment: environment)?.secret
     }
 
-    func idTokenEntry(in bucket: AccessTokenIndex.Bucket, environment: String) -> IdTokenIndex.Entry? {
-        idTokens.idToken(in: bucket, environment: environment, strings: accessTokens.strings, aliases: aliases)
+    func idTokenAnswer(in bucket: AccessTokenIndex.Bucket, environment: String)
+        -> (secret: String, preferredUsername: String?, secretNeedsNoEscape: Bool)? {
+        idTokens.idTokenAnswer(in: bucket, environment: environment, strings: accessTokens.strings, aliases: aliases)
     }
 
     func indexedIdTokenEntry(homeAccountId: String, clientId: String, environment: String) -> IdTokenIndex.Entry? {
@@ -272,11 +273,13 @@ public struct TokenCache: Sendable {
     /// is not made yet (or not for the current state), which only the writer's `memoizedAccountText` makes.
     public func keptAccountText(homeAccountId hid: String, account: CacheAccountRef? = nil, withText: Bool)
         -> (username: String, text: [UInt8]?)? {
-        guard let number = account?.number ?? accessTokens.strings.number(of: hid),
-              let index = summaries.index(forKey: number) else { return nil }
-        if !withText { return (summaries.values[index].box.summary.username, nil) }
-        guard summaries.values[index].textStateVersion == stateVersion, let text = summaries.values[index].text else { return nil }
-        return (summaries.values[index].box.summary.username, text)
+        guard let number = account?.number ?? accessTokens.strings.number(of: hid), let memo = summaries[number] else {
+            return nil
+        }
+        // Copied out once: each read through the table copied the memo again.
+        if !withText { return (memo.summary.username, nil) }
+        guard memo.textStateVersion == stateVersion, let text = memo.text else { return nil }
+        return (memo.summary.username, text)
     }
 
     // MARK: Writing

@@ -2,6 +2,10 @@ import BrokerCache
 import BrokerCore
 import BrokerJSON
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// The status numbers of a token error as libmsalruntime reads them (its internal enum, not pymsalruntime's
 /// Response_Status). 12 reads as "no error" and 23 makes the client retry forever: neither is ever sent.
 enum Broker1Status: Int {
@@ -72,8 +76,12 @@ extension Broker1Methods {
     /// records of it (the front end counts it: `HitAudit`).
     /// nil for anything else (another method, a malformed request, the default account, claims, a refresh due, a
     /// question for the user, a refusal), which then takes `answer`.
-    public func cachedAnswer(method: String, correlationId: String, request: String, caller: CallerIdentity)
-        -> (answer: String, remembered: RememberedBusAnswer?, subject: HitAudit.Subject)? {
+    /// `request` and the answer are UTF-8 bytes, as the bus carries them: the request is read where it lies, and the
+    /// answer sent as written, where a String of each was made and checked once more (a tenth of a varied hit).
+    /// `access`: what the caller's earlier calls learned of the app policy (`AccessMemo`).
+    public func cachedAnswer(method: String, correlationId: String, request: [UInt8], caller: CallerIdentity,
+                             access: inout AccessMemo)
+        -> (answer: [UInt8], remembered: RememberedBusAnswer?, subject: HitAudit.Subject)? {
         guard method == "acquireTokenSilently",
               let plain = Broker1Requests.plainSilent(correlationId: correlationId, request: request) else { return nil }
         let (clientId, hid, requested) = (plain.clientId, plain.homeAccountId, plain.scopes)
@@ -81,28 +89,31 @@ extension Broker1Methods {
                                         account: .homeAccountId(hid))
         let generation = apps.generation
         guard let hit = broker.cachedSilentToken(silent) else { return nil }
-        let scopes = Scopes.requested(requested), account = (homeAccountId: Optional(hid), username: Optional(hit.username))
-        guard case .allow = apps.decide(caller, clientId: clientId, account: account, scopes: scopes) else { return nil }
+        let scopes = hit.requestedScopes, account = (homeAccountId: Optional(hid), username: Optional(hit.username))
+        guard access.allows(caller, clientId: clientId, account: account, scopes: scopes, in: apps) else { return nil }
         let subject = HitAudit.Subject(clientId: clientId, homeAccountId: hit.outcome.homeAccountId, username: hit.username,
                                        scopes: scopes)
         logger.debug("D-Bus request answered from the cache", metadata: [
             "method": "\(method)", "client_pid": "\(caller.pid)", "client_exe": "\(caller.executable ?? "?")", "app": "\(caller.app)",
         ])
-        guard let head = Self.tokenResponseHead(hit.outcome, preferredUsername: hit.idTokenUsername,
+        guard var text = Self.tokenResponseHead(hit.outcome, preferredUsername: hit.idTokenUsername,
                                                 tokensNeedNoEscape: hit.tokensNeedNoEscape) else {
-            return (JSONWriter().string(Self.tokenResponse(hit.outcome, correlationId: correlationId)), nil, subject)
+            return (Array(JSONWriter().string(Self.tokenResponse(hit.outcome, correlationId: correlationId)).utf8), nil, subject)
         }
-        let remembered = RememberedBusAnswer(method: method, request: request, head: head, freshness: hit.freshness,
-                                             accessGeneration: generation, subject: subject)
-        return (remembered.answer(correlationId: correlationId), remembered, subject)
+        // The answer is finished where its head was written, and kept whole: the next answer copies its head.
+        let headCount = text.count
+        Self.finishTokenResponse(&text, correlationId: correlationId)
+        let remembered = RememberedBusAnswer(method: method, request: request, given: text, headCount: headCount,
+                                             freshness: hit.freshness, accessGeneration: generation, subject: subject)
+        return (text, remembered, subject)
     }
 
     /// The answer kept from a cache hit, given again to the same caller for the same request while it holds: nothing
     /// changed the cache, the settings or the app policy since (`Broker.isStillFresh`, `AppAccess.generation`), and
     /// its token is not yet due for a refresh. The front end counts it for the audit. nil: ask `cachedAnswer`.
-    public func answerAgain(_ remembered: inout RememberedBusAnswer, method: String, correlationId: String, request: String)
-        -> String? {
-        guard remembered.method == method, remembered.request == request,
+    public func answerAgain(_ remembered: inout RememberedBusAnswer, method: String, correlationId: String, request: [UInt8])
+        -> [UInt8]? {
+        guard remembered.method == method, remembered.isAnswer(to: request),
               correlationId.utf8.count <= Broker1Requests.maximumCorrelationIdBytes,
               apps.generation == remembered.accessGeneration, broker.isStillFresh(&remembered.freshness) else { return nil }
         return remembered.answer(correlationId: correlationId)
@@ -188,7 +199,8 @@ extension Broker1Methods {
         guard let preferredUsername, !preferredUsername.isEmpty, let idToken = outcome.idToken,
               let ids = HomeAccountId(outcome.homeAccountId) else { return nil }
         var out: [UInt8] = []
-        out.reserveCapacity(outcome.accessToken.utf8.count + idToken.utf8.count + 256)
+        // The rest of the answer, its correlation id (a UUID) included, is about 340 bytes: room for it all.
+        out.reserveCapacity(outcome.accessToken.utf8.count + idToken.utf8.count + 512)
         func writeToken(_ token: String) {
             if tokensNeedNoEscape {
                 out.append(UInt8(ascii: "\""))
@@ -202,8 +214,9 @@ extension Broker1Methods {
         writeToken(outcome.accessToken)
         out.append(contentsOf: #","accessTokenType":0,"idToken":"#.utf8)
         writeToken(idToken)
-        out.append(contentsOf: #","clientInfo":"#.utf8)
-        JSONWriter.writeString(ids.clientInfo, into: &out)
+        out.append(contentsOf: #","clientInfo":""#.utf8)
+        ids.writeClientInfo(into: &out)  // base64url: nothing in it JSON escapes
+        out.append(UInt8(ascii: "\""))
         out.append(contentsOf: #","expiresOn":"#.utf8)
         JSONWriter.writeInteger(milliseconds(outcome.expiresOn), into: &out)
         out.append(contentsOf: #","extendedExpiresOn":"#.utf8)
@@ -260,9 +273,10 @@ extension Broker1Methods {
 /// correlation id. The request is compared whole; the answer is written again around the new correlation id.
 public struct RememberedBusAnswer: Sendable {
     let method: String
-    let request: String
-    /// The answer up to the correlation id's value.
-    let head: [UInt8]
+    let request: [UInt8]
+    /// The answer given, and how much of it comes before the correlation id's value.
+    let given: [UInt8]
+    let headCount: Int
     var freshness: HitFreshness
     let accessGeneration: UInt64
     /// What the audit records of each call it answers, and the number its count goes by (`HitAudit.countRepeat`),
@@ -270,9 +284,21 @@ public struct RememberedBusAnswer: Sendable {
     let subject: HitAudit.Subject
     var number = 0
 
-    func answer(correlationId: String) -> String {
-        var text = head
+    /// The answer's UTF-8 bytes: the head's and the correlation id's, both from Strings.
+    func answer(correlationId: String) -> [UInt8] {
+        var text: [UInt8] = []
+        text.reserveCapacity(headCount + correlationId.utf8.count + 8)
+        text.append(contentsOf: given[..<headCount])
         Broker1Methods.finishTokenResponse(&text, correlationId: correlationId)
-        return String(decoding: text, as: UTF8.self)
+        return text
+    }
+
+    /// Whether `request` is the request answered, byte for byte.
+    func isAnswer(to request: [UInt8]) -> Bool {
+        guard self.request.count == request.count else { return false }
+        guard !request.isEmpty else { return true }
+        return self.request.withUnsafeBytes { kept in
+            request.withUnsafeBytes { asked in memcmp(kept.baseAddress!, asked.baseAddress!, kept.count) == 0 }
+        }
     }
 }

@@ -145,15 +145,25 @@ struct HomeAccountId {
     var utid: String
 
     init?(_ text: String) {
-        let parts = text.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { return nil }
-        uid = String(Substring(parts[0]))
-        utid = String(Substring(parts[1]))
+        // Found in place: splitting made an array of the parts first, on every token answer.
+        let utf8 = text.utf8, dot = UInt8(ascii: ".")
+        guard let split = utf8.firstIndex(of: dot), split != utf8.startIndex else { return nil }
+        let rest = utf8.index(after: split)
+        guard rest != utf8.endIndex, !utf8[rest...].contains(dot) else { return nil }
+        uid = String(Substring(utf8[..<split]))
+        utid = String(Substring(utf8[rest...]))
     }
 
     /// base64url (no padding) of `{"uid":…,"utid":…}`: the client builds msal's home_account_id from it.
     var clientInfo: String {
-        // Written directly (every token answer carries it): the bytes JSONWriter gives for {"uid":…,"utid":…}.
+        var text: [UInt8] = []
+        writeClientInfo(into: &text)
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    /// `clientInfo`, appended to `out` (every token answer carries it).
+    func writeClientInfo(into out: inout [UInt8]) {
+        // Written directly: the bytes JSONWriter gives for {"uid":…,"utid":…}.
         var json: [UInt8] = []
         json.reserveCapacity(uid.utf8.count + utid.utf8.count + 20)
         json.append(contentsOf: #"{"uid":"#.utf8)
@@ -161,6 +171,6 @@ struct HomeAccountId {
         json.append(contentsOf: #","utid":"#.utf8)
         JSONWriter.writeString(utid, into: &json)
         json.append(UInt8(ascii: "}"))
-        return Base64URL.encode(json)
+        Base64URL.encode(json, into: &out)
     }
 }

@@ -104,9 +104,10 @@ extension Broker1Requests {
     /// a fifth of a varied hit. nil for anything `validated` refuses and for anything but a plain request for a named
     /// account (no account, claims, a member of interest given twice): the full path then reads the request, and
     /// says what is wrong with it. What this accepts, `validated` accepts with the same values (Broker1RequestsTests).
-    static func plainSilent(correlationId: String, request: String) -> PlainSilentRequest? {
-        guard request.utf8.count <= maximumRequestBytes, correlationId.utf8.count <= maximumCorrelationIdBytes else { return nil }
-        var reader = JSONReader(Array(request.utf8))
+    /// `request`: its bytes as the bus gave them (UTF-8, which sd-bus checked as it read the string).
+    static func plainSilent(correlationId: String, request: [UInt8]) -> PlainSilentRequest? {
+        guard request.count <= maximumRequestBytes, correlationId.utf8.count <= maximumCorrelationIdBytes else { return nil }
+        var reader = JSONReader(request)
         var found: PlainSilentRequest??
         do {
             guard try reader.peekKind() == .object else { return nil }

@@ -25,10 +25,10 @@ enum BusLoop {
     }
 
     /// Waits for the bus (at most until its next timeout, or the work due, a minute at most) or the wake descriptor,
-    /// then drains it.
+    /// then drains the descriptor if it woke the thread. A D-Bus cache hit is a round of this loop: its two
+    /// descriptors are on the stack, and the descriptor is read only when written (a read that found nothing was a
+    /// system call of every hit).
     private static func wait(_ bus: OpaquePointer, wake: Int32, workDue: Int32?) {
-        var fds = [pollfd(fd: sd_bus_get_fd(bus), events: Int16(truncatingIfNeeded: sd_bus_get_events(bus)), revents: 0),
-                   pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
         var until: UInt64 = 0
         var timeout: Int32 = 60_000
         if sd_bus_get_timeout(bus, &until) > 0, until != UInt64.max {
@@ -38,9 +38,16 @@ enum BusLoop {
             timeout = until <= nowMicros ? 0 : Int32(min((until - nowMicros + 999) / 1_000, 60_000))
         }
         if let workDue { timeout = min(timeout, workDue) }
-        _ = poll(&fds, 2, timeout)
-        var counter: UInt64 = 0
-        _ = read(wake, &counter, 8)
+        var fds = (pollfd(fd: sd_bus_get_fd(bus), events: Int16(truncatingIfNeeded: sd_bus_get_events(bus)), revents: 0),
+                   pollfd(fd: wake, events: Int16(POLLIN), revents: 0))
+        let woken = withUnsafeMutableBytes(of: &fds) { raw -> Bool in
+            let pair = raw.bindMemory(to: pollfd.self)
+            return poll(pair.baseAddress, 2, timeout) > 0 && pair[1].revents & Int16(POLLIN) != 0
+        }
+        if woken {
+            var counter: UInt64 = 0
+            _ = read(wake, &counter, 8)
+        }
     }
 
     /// Wakes the thread waiting in `run`.

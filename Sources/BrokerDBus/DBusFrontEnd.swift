@@ -54,6 +54,8 @@ public final class DBusFrontEnd: @unchecked Sendable {
         var remembered: RememberedBusAnswer?
         /// Its cache hits, counted for the audit until their window ends, it leaves the bus or the audit is read.
         var audit = HitAudit()
+        /// The client IDs the app policy lets it use without asking, while the policy stands.
+        var access = AccessMemo()
         init(identity: CallerIdentity) { self.identity = identity }
     }
     /// When the first of the senders' audit windows ends (Unix seconds, the broker's clock); nil: no hit is counted.
@@ -181,17 +183,19 @@ public final class DBusFrontEnd: @unchecked Sendable {
                                            "brokerd serves uid \(ownUID) only")
         }
         let correlationId = correlation.map { String(cString: $0) } ?? ""
-        let requestJSON = request.map { String(cString: $0) } ?? ""
+        // The request's bytes, which sd-bus has checked are UTF-8: a cache hit reads them as they are.
+        let requestBytes = request.map { Array(UnsafeRawBufferPointer(start: $0, count: strlen($0))) } ?? []
         // A cache hit is answered here: a task and the hop back to this thread cost more than the hit itself. The
         // same request again is answered from what this caller was given last, while that holds.
         if let answer = answerFromCache(known ?? sender.flatMap { callers[$0] }, method: method, correlationId: correlationId,
-                                        request: requestJSON, caller: caller) {
+                                        request: requestBytes, caller: caller) {
             let sent = Self.reply(message, answer)
             if sent < 0 { logger.notice("D-Bus answer not sent", metadata: ["error": "\(Self.errorText(sent))"]) }
             return 1
         }
         sd_bus_message_ref(message)
         let pending = PendingCall(message)
+        let requestJSON = String(decoding: requestBytes, as: UTF8.self)
         Task {
             let answer = await self.methods.answer(method: method, correlationId: correlationId, request: requestJSON,
                                                    caller: caller, sender: sender)
@@ -216,8 +220,8 @@ public final class DBusFrontEnd: @unchecked Sendable {
     /// call); nil when the request takes a task. A sender's identity is kept from its first call: the bus sets the
     /// sender of every message and never gives a unique name twice, so its credentials are not asked again
     /// (GetConnectionCredentials was a bus round trip on every call, half a cache hit's time).
-    private func answerFromCache(_ known: KnownSender?, method: String, correlationId: String, request: String,
-                                 caller: CallerIdentity) -> String? {
+    private func answerFromCache(_ known: KnownSender?, method: String, correlationId: String, request: [UInt8],
+                                 caller: CallerIdentity) -> [UInt8]? {
         if let known, var remembered = known.remembered.take() {  // kept again only if it still holds
             if let answer = methods.answerAgain(&remembered, method: method, correlationId: correlationId, request: request) {
                 count(remembered.subject, number: remembered.number, repeating: true, of: known)
@@ -225,8 +229,11 @@ public final class DBusFrontEnd: @unchecked Sendable {
                 return answer
             }
         }
+        var access = known?.access ?? AccessMemo()
+        defer { known?.access = access }  // what it learned serves the caller's next calls
         guard let (answer, remembered, subject) = methods.cachedAnswer(method: method, correlationId: correlationId,
-                                                                       request: request, caller: caller) else { return nil }
+                                                                       request: request, caller: caller, access: &access)
+        else { return nil }
         guard let known else {  // no unique name (a direct connection): on the record at once
             methods.apps.record(caller, frontEnd: "dbus", clientId: subject.clientId, scopes: subject.scopes,
                                 homeAccountId: subject.homeAccountId, username: subject.username, outcome: "cache")
@@ -312,7 +319,17 @@ public final class DBusFrontEnd: @unchecked Sendable {
     /// in a repeated D-Bus hit.
     /// JSON text holds no NUL (the writer escapes it); were one there, the caller gets an error, not a wait for ever.
     static func reply(_ message: OpaquePointer, _ text: String) -> Int32 {
-        let r = text.withCString { brokerd_bus_reply_utf8(message, $0, text.utf8.count) }
+        var text = text
+        return text.withUTF8 { reply(message, utf8: $0) }
+    }
+
+    /// `reply` of a cache hit's answer, written as bytes from Strings (`Broker1Methods.cachedAnswer`): valid UTF-8 too.
+    static func reply(_ message: OpaquePointer, _ answer: [UInt8]) -> Int32 {
+        answer.withUnsafeBufferPointer { reply(message, utf8: $0) }
+    }
+
+    private static func reply(_ message: OpaquePointer, utf8: UnsafeBufferPointer<UInt8>) -> Int32 {
+        let r = utf8.withMemoryRebound(to: CChar.self) { brokerd_bus_reply_utf8(message, $0.baseAddress, $0.count) }
         guard r == -EBADMSG else { return r }
         return brokerd_bus_reply_error(message, "org.freedesktop.DBus.Error.Failed", "brokerd's answer held a NUL byte")
     }

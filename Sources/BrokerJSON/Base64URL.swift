@@ -11,9 +11,15 @@ public enum Base64URL {
     }()
 
     public static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
-        let input = Array(bytes)
         var out: [UInt8] = []
-        out.reserveCapacity((input.count * 4 + 2) / 3)
+        encode(Array(bytes), into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends the encoding of `input` to `out` (ASCII, nothing JSON escapes): an answer writes a client_info into
+    /// its own buffer this way, where a String was made and copied in.
+    public static func encode(_ input: [UInt8], into out: inout [UInt8]) {
+        out.reserveCapacity(out.count + (input.count * 4 + 2) / 3)
         var index = 0
         while index < input.count {
             let b0 = input[index], b1 = index + 1 < input.count ? input[index + 1] : 0
@@ -24,7 +30,6 @@ public enum Base64URL {
             if index + 2 < input.count { out.append(alphabet[Int(b2 & 0x3F)]) }
             index += 3
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     /// Decodes base64url or base64, padded or not; nil for anything else.

@@ -163,8 +163,8 @@ public struct JSONReader {
     public mutating func readMembers(_ keys: JSONKeyTable, _ member: (Int, inout JSONReader) throws(JSONReadError) -> Void)
         throws(JSONReadError) {
         var seen: UInt64 = 0
-        try walkObject({ (reader) throws(JSONReadError) in try reader.readKey(in: keys) }) { (key, reader) throws(JSONReadError) in
-            guard case .name(let index) = key else { return try reader.skipValue() }
+        try walkObject({ (reader) throws(JSONReadError) in try reader.readKeyIndex(in: keys) }) { (index, reader) throws(JSONReadError) in
+            guard let index else { return try reader.skipValue() }
             guard seen & (1 << index) == 0 else { throw Self.repeatedMember }
             seen |= 1 << index
             try member(index, &reader)
@@ -202,11 +202,37 @@ public struct JSONReader {
         return names.index(of: key).map(MemberKey.name) ?? .other(key)
     }
 
+    /// `readKey` for a reader of some members only (`readMembers`): a plain ASCII key not in `names` is stepped over,
+    /// not made a String to be dropped (a broker1 request has some thirty keys brokerd does not read).
+    private mutating func readKeyIndex(in names: JSONKeyTable) throws(JSONReadError) -> Int? {
+        if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
+            let run = scanRun(from: position + 1)
+            if !run.nonASCII, run.end < bytes.count, bytes[run.end] == UInt8(ascii: "\"") {
+                let start = position + 1, end = run.end
+                position = end + 1
+                return bytes.withUnsafeBytes { names.index(of: UnsafeRawBufferPointer(rebasing: $0[start..<end])) }
+            }
+        }
+        return names.index(of: try readString())
+    }
+
+    /// A key of an object being skipped: stepped over as `skipString` steps over a string.
+    private mutating func skipKey() throws(JSONReadError) {
+        guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else {
+            _ = try readString()  // which says what is there instead
+            return
+        }
+        try skipString()
+    }
+
     /// Validates one value and moves past it, keeping nothing: what `readValue` accepts, this accepts, and throws
     /// where it throws, without building a string or a container for a member the caller does not want.
     public mutating func skipValue() throws(JSONReadError) {
         switch try peekKind() {
-        case .object: try readObject { (_, reader) throws(JSONReadError) in try reader.skipValue() }
+        case .object:
+            try walkObject({ (reader) throws(JSONReadError) in try reader.skipKey() }) { (_, reader) throws(JSONReadError) in
+                try reader.skipValue()
+            }
         case .array: try readArray { (reader) throws(JSONReadError) in try reader.skipValue() }
         case .string: try skipString()
         case .number: _ = try readNumber()

@@ -24,6 +24,7 @@ final class JSONReaderTests: XCTestCase {
             #"{"a":"plain","b":[1,-2.5e3,true,false,null],"c":{"d":"esc\"aped\u00e9","e":[]},"f":"é ü 漢字"}"#,
             #"["\ud83d\ude00", "x\/y", {"k": {}}, 0, -0.0, 1E+2]"#,
             #""a string with \n and \t""#, "12345", "null", "true",
+            #"{"\u0061b":1,"ké":{"x\"y":[],"plain-key-longer-than-fifteen":{}},"":2}"#,  // keys skipped, not read
         ]
         var generator = SystemRandomNumberGenerator()
         func outcome(_ bytes: [UInt8], skip: Bool) -> (Int?, JSONReadError?) {
@@ -63,6 +64,7 @@ final class JSONReaderTests: XCTestCase {
             #"{"a":1,"b":[2],"é":"x","":null,"long-key-of-more-than-fifteen-bytes":{"a":2}}"#,
             #"{"\u0061":true, "b" : "s" ,"c":{}}"#, #"{}"#, #"{"b":1}"#, #"{"a":1,"a":2}"#, #"{"b":1,"b":2}"#,
             #"{"a":1,}"#, #"{"a" 1}"#, #"{"a":1"#, #"{a:1}"#, #"{"\x":1}"#, "{\"\u{1}\":1}",
+            #"{"b\u0062":1,"ä":2,"an-unnamed-key-of-many-bytes":{"k\"":[]},"a":3}"#, #"{"zz":1,"\u00e9":5}"#,
         ]
         for object in objects {
             var named: [String] = [], everyMember: [String] = []

@@ -44,7 +44,7 @@ final class PlainSilentRequestTests: XCTestCase {
 
     func testThePlainRequestIsReadAsTheFullPathReadsIt() throws {
         let request = text(Self.auth)
-        let plain = try XCTUnwrap(Broker1Requests.plainSilent(correlationId: "c", request: request))
+        let plain = try XCTUnwrap(Broker1Requests.plainSilent(correlationId: "c", request: Array(request.utf8)))
         XCTAssertEqual(plain, fullPath(request))
         XCTAssertEqual(plain.scopes, ["https://graph.microsoft.com/User.Read", "offline_access"])
         XCTAssertEqual(plain.homeAccountId, "u1.t1")
@@ -67,14 +67,14 @@ final class PlainSilentRequestTests: XCTestCase {
             }
             for variant in variants {
                 let request = text(variant)
-                XCTAssertEqual(Broker1Requests.plainSilent(correlationId: "c", request: request), fullPath(request), request)
+                XCTAssertEqual(Broker1Requests.plainSilent(correlationId: "c", request: Array(request.utf8)), fullPath(request), request)
                 checked += 1
             }
             // Given twice: the full path reads the first; the hit leaves it to the full path.
             var twice = Self.auth
             twice.members.append(.init(key: key, value: Self.auth[key] ?? .null))
             let request = text(twice)
-            if let plain = Broker1Requests.plainSilent(correlationId: "c", request: request) {
+            if let plain = Broker1Requests.plainSilent(correlationId: "c", request: Array(request.utf8)) {
                 XCTAssertEqual(plain, fullPath(request), request)
                 XCTAssertEqual(key, "popParams", "only a member the hit does not read may be given twice")
             }
@@ -90,7 +90,7 @@ final class PlainSilentRequestTests: XCTestCase {
             (#"{"authParameters":{"clientId":"a","account":{"homeAccountId":"h.t"},"requestedScopes":["s"],"junk":[1,}}"#, "c"),
         ]
         for (index, (request, correlationId)) in cases.enumerated() {
-            let hit = Broker1Requests.plainSilent(correlationId: correlationId, request: request)
+            let hit = Broker1Requests.plainSilent(correlationId: correlationId, request: Array(request.utf8))
             if index == 1 {
                 XCTAssertNil(hit, "authParameters twice: the full path reads the first")
                 XCTAssertNotNil(fullPath(request, correlationId: correlationId))
@@ -98,6 +98,6 @@ final class PlainSilentRequestTests: XCTestCase {
                 XCTAssertEqual(hit, fullPath(request, correlationId: correlationId), request)
             }
         }
-        XCTAssertNotNil(Broker1Requests.plainSilent(correlationId: "c", request: cases[0].0), "a member it does not read")
+        XCTAssertNotNil(Broker1Requests.plainSilent(correlationId: "c", request: Array(cases[0].0.utf8)), "a member it does not read")
     }
 }

@@ -84,9 +84,8 @@ final class DBusRepeatedCallTests: XCTestCase {
         let result = client.finish()
         let lines = result.stdout.split(separator: "\n"), stderr = result.stderr
         XCTAssertEqual(result.status, 0, stderr)
-        let answers = lines.compactMap { line in
-            (try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])?["brokerTokenResponse"] as? [String: Any]
-        }
+        let replies = lines.compactMap { line in try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] }
+        let answers = replies.compactMap { $0["brokerTokenResponse"] as? [String: Any] }
         XCTAssertEqual(answers.count, 4, "\(lines) \(stderr)")
         guard answers.count == 4 else { return }
         let tokens = answers.map { $0["accessToken"] as? String }
@@ -97,6 +96,10 @@ final class DBusRepeatedCallTests: XCTestCase {
         let refusal = answers[3]["error"] as? [String: Any]
         XCTAssertEqual(refusal?["status"] as? Int, 9, "denied since: refused (IncorrectConfiguration), \(answers[3])")
         XCTAssertNil(answers[3]["accessToken"])
+        for (answer, reply) in zip(answers.prefix(3), replies) {
+            // The second is the first given again (`RememberedBusAnswer`), written around the new call's id.
+            XCTAssertEqual(answer["correlationId"] as? String, reply["sentCorrelationId"] as? String, "each answer has its call's correlation id")
+        }
         XCTAssertEqual(Set(answers.map { $0["correlationId"] as? String ?? "" }).count, 4, "each answer has its call's correlation id")
 
         // Every call on the record: the three tokens handed out and the refusal.

@@ -5,7 +5,8 @@ linux-entra-sso), through libsystemd's sd-bus with ctypes. Run by DBusRepeatedCa
     one_connection.py STEP...
 
 Steps, in order: `call:METHOD:FILE` calls METHOD with the request JSON in FILE (a new correlation id each call) and
-prints one JSON line: the answer, with any accessToken and idToken replaced by their sha256 (never a token);
+prints one JSON line: the answer, with any accessToken and idToken replaced by their sha256 (never a token), and
+the correlation id sent as `sentCorrelationId`;
 `mark:PATH` creates PATH; `wait:PATH` waits (at most 60 s) for PATH to exist. Exits 1 when a call fails on the bus.
 """
 import ctypes
@@ -46,12 +47,15 @@ def main():
             method, _, path = rest.partition(":")
             request = open(path, "rb").read()
             error, reply, text = BusError(), ctypes.c_void_p(), ctypes.c_char_p()
+            correlation_id = str(uuid.uuid4())
             r = lib.sd_bus_call_method(bus, b"com.microsoft.identity.broker1", b"/com/microsoft/identity/broker1",
                                        b"com.microsoft.identity.Broker1", method.encode(), ctypes.byref(error),
-                                       ctypes.byref(reply), b"sss", b"0.0", str(uuid.uuid4()).encode(), request)
+                                       ctypes.byref(reply), b"sss", b"0.0", correlation_id.encode(), request)
             if r < 0 or lib.sd_bus_message_read(reply, b"s", ctypes.byref(text)) < 0:
                 sys.exit(f"{method} failed on the bus: {error.name} {error.message}")
-            print(json.dumps(hashed(json.loads(text.value))), flush=True)
+            answer = hashed(json.loads(text.value))
+            answer["sentCorrelationId"] = correlation_id
+            print(json.dumps(answer), flush=True)
             lib.sd_bus_message_unref(reply)
         else:
             sys.exit(f"unknown step {step}")

@@ -29,6 +29,9 @@ public struct CachedHit: Sendable {
     public var idTokenUsername: String?
     /// Neither token has a byte that JSON escapes (checked when they were stored): an answer may send them as they are.
     public var tokensNeedNoEscape: Bool
+
+    /// The request's scopes as the lookup read them (`Scopes.requested`): what the app policy and the audit see.
+    public var requestedScopes: [String] { freshness.use.scopes }
 }
 
 extension CachedHit {
@@ -253,7 +256,10 @@ extension Broker {
         var needsTenantDiscovery: Bool { authority.namesTenantByDomain }
     }
 
-    static func plan(_ request: SilentTokenRequest, authority requested: Authority, cache: TokenCache) throws(TokenFailure) -> SilentPlan {
+    /// `requested` is consumed: a hit's authority, copied out of the memo, is moved into the plan, not copied again
+    /// (an authority holds five strings, each retained per copy).
+    static func plan(_ request: SilentTokenRequest, authority requested: consuming Authority,
+                     cache: TokenCache) throws(TokenFailure) -> SilentPlan {
         var authority = requested
         let (hid, account): (String, CacheAccountRef)
         do { (hid, account) = try cache.resolveAccount(request.account) } catch {
