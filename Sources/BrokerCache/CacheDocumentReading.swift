@@ -154,7 +154,8 @@ extension CacheDocument {
 /// its own: five allocations of 30 to 80 bytes for each access token, 62 of the 265 MiB a loaded cache of 100,000
 /// tokens held besides its secrets. Only for a parse: it holds what it has shared until it is dropped.
 public struct SharedValues: Sendable {
-    private var strings: Set<String> = []
+    /// Hashed by `ByteDigest`: String's own hash (SipHash over every byte) was a tenth of reading a row.
+    private var strings: Set<DigestHashed> = []
     /// The names of fields brokerd does not interpret, each boxed once.
     private var otherNames: [String: OtherFieldName] = [:]
     /// The value each shared field had in the entry read last: entries are mostly read in key order, where an
@@ -179,7 +180,7 @@ public struct SharedValues: Sendable {
         // Strings of up to 15 bytes are held inline and cost no allocation.
         guard field < CacheEntity.sharedFieldCount, case .string(let text) = value, text.utf8.count > 15 else { return value }
         if let last = lastShared[field], last == text { return .string(last) }
-        let held = strings.insert(text).memberAfterInsert
+        let held = strings.insert(DigestHashed(text)).memberAfterInsert.text
         lastShared[field] = held
         return .string(held)
     }

@@ -38,10 +38,7 @@ public struct CacheEntity: Sendable, Equatable {
     /// A field's value, as `fields[name]` gives it (the first of a name given twice); set as `fields[name] = `
     /// sets it (in place, appended when new, removed by nil).
     public subscript(field name: String) -> JSONValue? {
-        get {
-            let lookup = FieldLookup(name)
-            return members.first { lookup.matches($0.name) }?.value
-        }
+        get { self[FieldLookup(name)] }
         set {
             let lookup = FieldLookup(name)
             if let index = members.firstIndex(where: { lookup.matches($0.name) }) {
@@ -70,16 +67,42 @@ public struct CacheEntity: Sendable, Equatable {
     // MARK: Generic access
 
     /// A field as text: strings as they are, numbers by their literal; null, absent and structures give nil.
-    public func string(_ name: String) -> String? {
-        switch self[field: name] {
+    public func string(_ name: String) -> String? { string(FieldLookup(name)) }
+
+    /// The field `lookup` names: the typed accessors below keep theirs (`Field`), where making one matched the name
+    /// against the table of interpreted fields again at every read (a load reads a dozen of each of its entries).
+    subscript(lookup: FieldLookup) -> JSONValue? {
+        members.first { lookup.matches($0.name) }?.value
+    }
+
+    func string(_ lookup: FieldLookup) -> String? {
+        switch self[lookup] {
         case .string(let s)?: return s
         case .number(let n)?: return n
         default: return nil
         }
     }
 
+    /// The lookups of the fields the typed accessors read.
+    private enum Field {
+        static let homeAccountId = FieldLookup("home_account_id"), environment = FieldLookup("environment")
+        static let clientId = FieldLookup("client_id"), realm = FieldLookup("realm"), target = FieldLookup("target")
+        static let credentialType = FieldLookup("credential_type"), secret = FieldLookup("secret")
+        static let familyId = FieldLookup("family_id"), keyId = FieldLookup("key_id"), kid = FieldLookup("kid")
+        static let tokenType = FieldLookup("token_type"), cachedAt = FieldLookup("cached_at")
+        static let expiresOn = FieldLookup("expires_on"), extendedExpiresOn = FieldLookup("extended_expires_on")
+        static let extExpiresOn = FieldLookup("ext_expires_on"), refreshOn = FieldLookup("refresh_on")
+        static let lastModificationTime = FieldLookup("last_modification_time"), username = FieldLookup("username")
+        static let localAccountId = FieldLookup("local_account_id"), authorityType = FieldLookup("authority_type")
+        static let name = FieldLookup("name")
+    }
+
     public func timestamp(_ name: String) -> Int64? {
         self[field: name]?.integerValue
+    }
+
+    func timestamp(_ lookup: FieldLookup) -> Int64? {
+        self[lookup]?.integerValue
     }
 
     public mutating func set(_ name: String, _ value: String?) {
@@ -92,22 +115,22 @@ public struct CacheEntity: Sendable, Equatable {
 
     // MARK: Identity
 
-    public var homeAccountId: String? { string("home_account_id") }
-    public var environment: String? { string("environment") }
-    public var clientId: String? { string("client_id") }
-    public var realm: String? { string("realm") }
-    public var credentialType: String? { string("credential_type") }
-    public var secret: String? { string("secret") }
+    public var homeAccountId: String? { string(Field.homeAccountId) }
+    public var environment: String? { string(Field.environment) }
+    public var clientId: String? { string(Field.clientId) }
+    public var realm: String? { string(Field.realm) }
+    public var credentialType: String? { string(Field.credentialType) }
+    public var secret: String? { string(Field.secret) }
 
     /// `"1"` for the Microsoft family; `""`, null and absent all mean "no family".
     public var familyId: String? {
-        guard let value = string("family_id"), !value.isEmpty else { return nil }
+        guard let value = string(Field.familyId), !value.isEmpty else { return nil }
         return value
     }
 
     /// Scopes of an access or refresh token, in stored order.
     public var target: [String] {
-        switch self[field: "target"] {
+        switch self[Field.target] {
         // Split by bytes: a Character split is a grapheme walk, and every hit reads its token's target.
         case .string(let s)?: return s.utf8.split(whereSeparator: { $0 == 0x20 || $0 == 0x09 }).compactMap(String.init)
         case .array(let items)?: return items.compactMap(\.stringValue)
@@ -115,26 +138,26 @@ public struct CacheEntity: Sendable, Equatable {
         }
     }
 
-    public var keyId: String? { string("key_id") ?? string("kid") }
-    public var tokenType: String { string("token_type") ?? "Bearer" }
+    public var keyId: String? { string(Field.keyId) ?? string(Field.kid) }
+    public var tokenType: String { string(Field.tokenType) ?? "Bearer" }
 
     // MARK: Lifetimes
 
-    public var cachedAt: Int64? { timestamp("cached_at") }
-    public var expiresOn: Int64? { timestamp("expires_on") }
-    public var extendedExpiresOn: Int64? { timestamp("extended_expires_on") ?? timestamp("ext_expires_on") }
-    public var refreshOn: Int64? { timestamp("refresh_on") }
-    public var lastModificationTime: Int64? { timestamp("last_modification_time") }
+    public var cachedAt: Int64? { timestamp(Field.cachedAt) }
+    public var expiresOn: Int64? { timestamp(Field.expiresOn) }
+    public var extendedExpiresOn: Int64? { timestamp(Field.extendedExpiresOn) ?? timestamp(Field.extExpiresOn) }
+    public var refreshOn: Int64? { timestamp(Field.refreshOn) }
+    public var lastModificationTime: Int64? { timestamp(Field.lastModificationTime) }
 
     // MARK: Account fields
 
-    public var username: String? { string("username") }
-    public var localAccountId: String? { string("local_account_id") }
-    public var authorityType: String? { string("authority_type") }
-    public var displayName: String? { string("name") }
+    public var username: String? { string(Field.username) }
+    public var localAccountId: String? { string(Field.localAccountId) }
+    public var authorityType: String? { string(Field.authorityType) }
+    public var displayName: String? { string(Field.name) }
 
     /// A credential (as opposed to a placeholder entry such as `{"foo": "bar"}` that other SDKs' tests keep around).
-    package var isCredential: Bool { self[field: "secret"] != nil || self[field: "credential_type"] != nil }
+    package var isCredential: Bool { self[Field.secret] != nil || self[Field.credentialType] != nil }
 
     /// The entry as brokerd writes it: every SDK's reader accepts it (integer-string timestamps, `expires_on`
     /// and `extended_expires_on` always present on access tokens, `target` as a space-separated string);

@@ -43,8 +43,9 @@ struct EntityField: Sendable, Equatable {
     var value: JSONValue
 }
 
-/// How a lookup names a field: the number of a known name, found once per lookup, or the other name's text.
-struct FieldLookup {
+/// How a lookup names a field: the number of a known name, found once per lookup (or once for good, as the typed
+/// accessors' `CacheEntity.Field`), or the other name's text.
+struct FieldLookup: Sendable {
     let known: UInt8?
     let text: String
 
