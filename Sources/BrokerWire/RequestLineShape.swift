@@ -43,17 +43,18 @@ public struct RequestLineShape: Sendable {
     }
 
     public let key: Key
-    private let idText: [UInt8]
-    private let correlationIdText: [UInt8]?
+    /// The line the shape was made from (the caller's array, not a copy): the two values are read from it.
+    private let line: [UInt8]
     /// Where the two values lie in the line the shape was made from (for `RepeatedRequestPattern`).
     let idRange: Range<Int>
     let correlationIdRange: Range<Int>?
 
     /// The id as `RPCEnvelope` keeps it (its raw JSON text); nil when it is not a string, a number or null.
     public var id: String? {
+        let idText = line[idRange]
         // The usual ids (a small integer, a string without escapes) need no parser.
         if Self.isPlainInteger(idText) || Self.plainStringContent(idText) != nil { return String(decoding: idText, as: UTF8.self) }
-        guard let value = try? JSONReader.parse(idText) else { return nil }
+        guard let value = try? JSONReader.parse(Array(idText)) else { return nil }
         switch value {
         case .string, .number, .null: return String(decoding: idText, as: UTF8.self)
         default: return nil
@@ -62,9 +63,10 @@ public struct RequestLineShape: Sendable {
 
     /// `.some(nil)` for no correlation id (absent or null), `.some(text)` for a string, nil when it is anything else.
     public var correlationId: String?? {
-        guard let text = correlationIdText else { return .some(nil) }
+        guard let range = correlationIdRange else { return .some(nil) }
+        let text = line[range]
         if let content = Self.plainStringContent(text) { return .some(String(decoding: content, as: UTF8.self)) }
-        switch try? JSONReader.parse(text) {
+        switch try? JSONReader.parse(Array(text)) {
         case .string(let value)?: return .some(value)
         case .null?: return .some(nil)
         default: return nil
@@ -78,9 +80,9 @@ public struct RequestLineShape: Sendable {
     }
 
     /// The content of a JSON string written without escapes (the scan has already refused control characters).
-    private static func plainStringContent(_ text: [UInt8]) -> ArraySlice<UInt8>? {
+    private static func plainStringContent(_ text: ArraySlice<UInt8>) -> ArraySlice<UInt8>? {
         guard text.count >= 2, text.first == UInt8(ascii: "\""), text.last == UInt8(ascii: "\"") else { return nil }
-        let content = text[1..<(text.count - 1)]
+        let content = text[(text.startIndex + 1)..<(text.endIndex - 1)]
         guard !content.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") || $0 < 0x20 }),
               String(validating: content, as: UTF8.self) != nil
         else { return nil }
@@ -106,8 +108,7 @@ public struct RequestLineShape: Sendable {
         }
         key += line[cursor...]
         self.key = Key(bytes: key)
-        idText = Array(line[ranges.id])
-        correlationIdText = ranges.correlationId.map { Array(line[$0]) }
+        self.line = line
         idRange = ranges.id
         correlationIdRange = ranges.correlationId
     }
