@@ -14,12 +14,22 @@ import BrokerWire
 /// is recognised by comparing bytes, without making a key. One per connection, touched only on its thread: a hit
 /// takes no lock that another connection's hits take.
 struct SilentAnswerMemo {
-    struct Answer {
-        var text: TokenResultText
+    /// A reference: an answer served is read out of the table and kept as the last one, where a value was copied
+    /// (its text, subject and freshness retained field by field) and the one it replaced destroyed field by field,
+    /// a sixth of a line the memo answers.
+    final class Answer {
+        let text: TokenResultText
         var freshness: HitFreshness
         /// What the audit records of this answer, and a number that tells it from the connection's other answers.
-        var subject: HitAudit.Subject
-        var number: Int
+        let subject: HitAudit.Subject
+        let number: Int
+
+        init(text: TokenResultText, freshness: HitFreshness, subject: HitAudit.Subject, number: Int) {
+            self.text = text
+            self.freshness = freshness
+            self.subject = subject
+            self.number = number
+        }
     }
 
     /// Distinct requests remembered at most; past that, the memo starts again. An app asks for a few tokens.
@@ -35,14 +45,14 @@ struct SilentAnswerMemo {
 
     /// The answer to `line` when it is the request answered last, asked again, and that answer still holds.
     mutating func answer(repeating line: UnsafeRawBufferPointer, broker: Broker) -> RememberedAnswer? {
-        guard let values = last?.pattern.match(line) else { return nil }
-        guard broker.isStillFresh(&last!.answer.freshness) else {
+        guard let last, let values = last.pattern.match(line) else { return nil }
+        guard broker.isStillFresh(&last.answer.freshness) else {
             forget()
             return nil
         }
         usefulness.served()
-        return RememberedAnswer(text: last!.answer.text, id: values.id, correlationId: values.correlationId,
-                                subjectNumber: last!.answer.number)
+        return RememberedAnswer(text: last.answer.text, id: values.id, correlationId: values.correlationId,
+                                subjectNumber: last.answer.number)
     }
 
     /// The audit subject of the answer given last.
@@ -51,14 +61,11 @@ struct SilentAnswerMemo {
     /// The answer to a request the memo holds, while its answer is still the answer; nil otherwise (and when the
     /// answer went stale, nothing is kept). The line's own id and correlation id go into it as it is written.
     mutating func answer(to shape: RequestLineShape, line: [UInt8], broker: Broker) -> RememberedAnswer? {
-        guard let id = shape.id, let correlationId = shape.correlationId,
-              let index = answers.index(forKey: shape.key) else { return nil }
-        guard broker.isStillFresh(&answers.values[index].freshness) else {
+        guard let id = shape.id, let correlationId = shape.correlationId, let answer = answers[shape.key] else { return nil }
+        guard broker.isStillFresh(&answer.freshness) else {
             forget()
             return nil
         }
-        // Copied out once: each read of `answers.values[index]` copied the whole answer (and retained all it holds).
-        let answer = answers.values[index]
         last = (RepeatedRequestPattern(line: line, shape: shape), answer)
         usefulness.served()
         return RememberedAnswer(text: answer.text, id: id, correlationId: correlationId, subjectNumber: answer.number)
