@@ -77,7 +77,7 @@ extension Broker1Methods {
     /// nil for anything else (another method, a malformed request, the default account, claims, a refresh due, a
     /// question for the user, a refusal), which then takes `answer`.
     /// `request` and the answer are UTF-8 bytes, as the bus carries them: the request is read where it lies, and the
-    /// answer sent as written, where a String of each was made and checked once more (a tenth of a varied hit).
+    /// answer sent as written, where a String of each was made and its UTF-8 checked once more.
     /// `access`: what the caller's earlier calls learned of the app policy (`AccessMemo`).
     public func cachedAnswer(method: String, correlationId: String, request: [UInt8], caller: CallerIdentity,
                              access: inout AccessMemo)

@@ -16,7 +16,7 @@ import BrokerWire
 struct SilentAnswerMemo {
     /// A reference: an answer served is read out of the table and kept as the last one, where a value was copied
     /// (its text, subject and freshness retained field by field) and the one it replaced destroyed field by field,
-    /// a sixth of a line the memo answers.
+    /// a tenth of the instructions of a line the memo answers.
     final class Answer {
         let text: TokenResultText
         var freshness: HitFreshness
