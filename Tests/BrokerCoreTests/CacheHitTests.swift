@@ -115,6 +115,11 @@ final class CacheHitTests: XCTestCase {
                 readersDone.leave()
             }
         }
+        // The readers are hitting before the first write, so that the writes below get in while they do: started
+        // and left to the scheduler, on a busy 2-core machine they had not hit once when all 19 writes were done.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while hits.withLock({ $0 }) < 4, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(1)) }
+        XCTAssertGreaterThanOrEqual(hits.withLock { $0 }, 4, "the readers never hit")
         // Each write replaces the token the readers are hitting: every hit sees one version or the next, whole.
         for round in 2...20 {
             _ = try await broker.importDocument({
@@ -127,8 +132,7 @@ final class CacheHitTests: XCTestCase {
             XCTAssertEqual(seen, "at-\(round)", "a hit after the write sees it")
         }
         stop.withLock { $0 = true }
-        XCTAssertEqual(readersDone.wait(timeout: .now() + 30), .success)
-        XCTAssertGreaterThan(hits.withLock { $0 }, 0)
+        XCTAssertEqual(readersDone.wait(timeout: .now() + 30), .success, "a reader kept waiting")
     }
 
     func testEverythingButAPlainHitIsLeftToTheFullPath() async throws {
