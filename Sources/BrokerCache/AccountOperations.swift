@@ -27,27 +27,30 @@ extension TokenCache {
     }
 
     private func summary(homeAccountId hid: String, accountEntries: [CacheEntity], now: Int64) -> AccountSummary {
-        // The home tenant is the utid half of "<uid>.<utid>"; its profile is the primary one.
-        let homeTenant = hid.split(separator: ".").last.map(String.init)?.lowercased()
+        // The home tenant is the utid half of "<uid>.<utid>"; its profile is the primary one. Built once per account
+        // and change (`memoizedAccount`), on the first hit of the account: bytes, not Characters, and no lowercased
+        // copies (a grapheme split of the id, a split of each token's target and a copy of each app's list of tokens
+        // at each token made this most of that first hit).
+        let homeTenant = Self.lastDotComponent(hid)
         let entries = accountEntries.sorted { ($0.realm ?? "") < ($1.realm ?? "") }
-        let primary = entries.first { $0.realm?.lowercased() == homeTenant } ?? entries[0]
+        let primary = entries.first { entry in
+            switch (entry.realm, homeTenant) {
+            case let (realm?, tenant?): Self.equalIgnoringCase(realm, tenant)
+            case (nil, nil): true
+            default: false
+            }
+        } ?? entries[0]
 
         var apps: [String: AccountSummary.AppTokens] = [:]
-        func app(_ clientId: String) -> AccountSummary.AppTokens {
-            apps[clientId] ?? .init(clientId: clientId, familyId: nil, hasRefreshToken: false, accessTokens: [])
-        }
         for (_, rt) in find(.refreshToken, CacheQuery(homeAccountId: hid)) {
-            guard let client = rt.clientId?.lowercased() else { continue }
-            var tokens = app(client)
-            tokens.hasRefreshToken = true
-            tokens.familyId = tokens.familyId ?? rt.familyId
-            apps[client] = tokens
+            guard let client = rt.clientId?.lowercasedIfNeeded else { continue }
+            apps[client, default: .init(client)].hasRefreshToken = true
+            if apps[client]!.familyId == nil { apps[client]!.familyId = rt.familyId }
         }
         for (_, at) in find(.accessToken, CacheQuery(homeAccountId: hid)) {
-            guard let client = at.clientId?.lowercased() else { continue }
-            var tokens = app(client)
-            tokens.accessTokens.append(.init(scopes: at.target, realm: at.realm, expiresOn: at.expiresOn))
-            apps[client] = tokens
+            guard let client = at.clientId?.lowercasedIfNeeded else { continue }
+            apps[client, default: .init(client)].accessTokens.append(
+                .init(scopes: at.target, realm: at.realm, expiresOn: at.expiresOn))
         }
         let hiddenFrom = state.hidden.filter { $0.value.contains(hid) }.map(\.key).sorted()
         var summary = AccountSummary(
@@ -77,6 +80,16 @@ extension TokenCache {
             summary.accountClaims = idToken.secret.flatMap { try? JWTPayload.claims(of: $0) }
         }
         return summary
+    }
+
+    /// The last non-empty part of `text` between dots, as `text.split(separator: ".").last` gives it, by bytes.
+    static func lastDotComponent(_ text: String) -> String? {
+        let utf8 = text.utf8, dot = UInt8(ascii: ".")
+        var end = utf8.endIndex
+        while end > utf8.startIndex, utf8[utf8.index(before: end)] == dot { end = utf8.index(before: end) }
+        guard end > utf8.startIndex else { return nil }
+        let start = utf8[..<end].lastIndex(of: dot).map(utf8.index(after:)) ?? utf8.startIndex
+        return String(text[start..<end])
     }
 
     public enum LookupError: Error, Equatable, Sendable {

@@ -78,3 +78,10 @@ public struct ImportReport: Sendable, Equatable {
 
     public init() {}
 }
+
+extension AccountSummary.AppTokens {
+    /// An app with no tokens known yet.
+    init(_ clientId: String) {
+        self.init(clientId: clientId, familyId: nil, hasRefreshToken: false, accessTokens: [])
+    }
+}

@@ -32,9 +32,9 @@ public struct EntryKeys: Sendable {
         }
     }
 
-    /// The keys of one account's entries of `kind` (`hid` lowercased).
-    func keys(_ kind: CredentialKind, account hid: String) -> [String] {
-        byAccount[kind]?[DigestHashed(hid)].map { $0.map(\.text) } ?? []
+    /// The keys of one account's entries of `kind` (`hid` lowercased), as the set holds them (no array of them made).
+    func keys(_ kind: CredentialKind, account hid: String) -> Set<DigestHashed> {
+        byAccount[kind]?[DigestHashed(hid)] ?? []
     }
 
     /// Distinct accounts with an entry of `kind`.

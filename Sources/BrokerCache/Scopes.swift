@@ -11,7 +11,7 @@ public enum Scopes {
         if scopes.count == 1 {
             // Most requests name one scope: nothing to compare it with, and no new list when it needs no trimming.
             let scope = scopes[0].trimmingSpaces
-            if scope.isEmpty || isReserved(scope.lowercasedIfNeeded) { return [] }
+            if scope.isEmpty || isReserved(ignoringCase: scope) { return [] }
             return scope.utf8.count == scopes[0].utf8.count ? scopes : [scope]
         }
         var seenList: [String] = [], seenSet: Set<String>?, result: [String] = []
@@ -40,6 +40,15 @@ public enum Scopes {
     }
 
     private static let reservedLengths = lengthMask(of: reserved)
+
+    /// `isReserved` of the scope lowercased, lowering only a scope that could be one: a URL scope such as
+    /// `https://graph.microsoft.com/User.Read` was lowered, a new string, on every request that named it. ASCII keeps
+    /// its length when lowered; other text cannot lower to a reserved name, all ASCII without a `k` (the Kelvin sign
+    /// is the one character outside ASCII that lowers into it, to `k`). So a scope of no reserved name's UTF-8
+    /// length is none of them.
+    static func isReserved(ignoringCase scope: String) -> Bool {
+        lengthMask(reservedLengths, has: scope) && isReserved(scope.lowercasedIfNeeded)
+    }
 
     /// The UTF-8 lengths of `names` as bits of a word (64 and over as the top bit).
     static func lengthMask(of names: Set<String>) -> UInt64 {

@@ -163,10 +163,13 @@ public struct TokenCache: Sendable {
         guard let hid = query.homeAccountId else {
             return section.compactMap { matches($0.value, query) ? ($0.key, $0.value) : nil }
         }
-        return index.keys(kind, account: hid.lowercased()).compactMap { key in
-            guard let entity = section[key], matches(entity, query) else { return nil }
-            return (key, entity)
+        let keys = index.keys(kind, account: hid.lowercasedIfNeeded)
+        var found: [(key: String, entity: CacheEntity)] = []
+        found.reserveCapacity(keys.count)
+        for key in keys {
+            if let entity = section[key.text], matches(entity, query) { found.append((key.text, entity)) }
         }
+        return found
     }
 
     /// Compared as the rest of MSAL compares them: case-insensitively, without making lowercased copies (this runs

@@ -1,4 +1,5 @@
 import BrokerCache
+import BrokerJSON
 import BrokerPlatform
 import Synchronization
 
@@ -30,13 +31,14 @@ final class CacheCell: @unchecked Sendable {
         /// the token's own times allow it).
         private(set) var generation: UInt64 = 0
         /// Authorities as validated by `identity`, by the text a request named: parsing and validating one costs
-        /// more than the rest of a hit. Only valid ones are kept, and at most `authorityMemoSize` of them.
-        private var authorities: [String: Authority] = [:]
+        /// more than the rest of a hit. Only valid ones are kept, and at most `authorityMemoSize` of them. Hashed by
+        /// `ByteDigest`: SipHash over a URL was a twentieth of a hit's lookup.
+        private var authorities: [DigestHashed: Authority] = [:]
         private static let authorityMemoSize = 256
         /// Hosts whose alias groups instance discovery was asked for (the slow path starts the lookup; a hit on a
         /// host not yet asked takes the slow path once, so that it does). The value is when a failed lookup may be
-        /// asked again, in `elapsed()` seconds.
-        var aliasLookups: [String: Int64] = [:]
+        /// asked again, in `elapsed()` seconds. By `ByteDigest`, as `authorities`: every hit on an Entra host reads it.
+        var aliasLookups: [DigestHashed: Int64] = [:]
         /// Set while the full cache is loading: `cache` is then this partial cache's, for cache hits only.
         var partial: PartialCache?
 
@@ -52,10 +54,10 @@ final class CacheCell: @unchecked Sendable {
         mutating func validatedAuthority(_ request: SilentTokenRequest) -> Authority? {
             guard let idp = identity else { return nil }
             guard let text = request.authority else { return try? idp.authority(requested: nil, clientId: request.clientId) }
-            if let known = authorities[text] { return known }
+            if let known = authorities[DigestHashed(text)] { return known }
             guard let authority = try? idp.authority(requested: text, clientId: request.clientId) else { return nil }
             if authorities.count >= Self.authorityMemoSize { authorities = [:] }
-            authorities[text] = authority
+            authorities[DigestHashed(text)] = authority
             return authority
         }
 
@@ -64,7 +66,7 @@ final class CacheCell: @unchecked Sendable {
         func knownAuthority(_ request: SilentTokenRequest) -> Authority?? {
             guard let idp = identity else { return .some(nil) }
             guard let text = request.authority else { return .some(try? idp.authority(requested: nil, clientId: request.clientId)) }
-            return authorities[text].map { .some($0) }
+            return authorities[DigestHashed(text)].map { .some($0) }
         }
     }
 

@@ -40,24 +40,22 @@ extension JSONWriter {
         }
     }
 
-    /// An integer as `String(value)` writes it, without making the String: its digits counted first, then written in
-    /// place, lowest first (a cache hit's answer has two or three).
+    /// An integer as `String(value)` writes it, without making the String (a cache hit's answer has two or three).
     public static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
-        if value < 0 { out.append(UInt8(ascii: "-")) }
-        var rest = value.magnitude, count = 1, probe = rest
-        while probe >= 10 {
-            probe /= 10
-            count += 1
-        }
-        let end = out.count + count
-        out.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: count))
-        out.withUnsafeMutableBufferPointer { buffer in
-            var index = end
+        // Written backwards on the stack (a sign and 19 digits at most), then appended at once: appending the digits'
+        // room as repeated zeros went through the generic sequence path, most of what writing a number cost.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 20) { buffer in
+            var index = buffer.count, rest = value.magnitude
             repeat {
                 index -= 1
                 buffer[index] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: rest % 10)
                 rest /= 10
             } while rest > 0
+            if value < 0 {
+                index -= 1
+                buffer[index] = UInt8(ascii: "-")
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[index...]))
         }
     }
 

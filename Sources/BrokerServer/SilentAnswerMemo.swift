@@ -87,30 +87,60 @@ struct SilentAnswerMemo {
 }
 
 /// Whether a connection's memo earns its keep. An app that asks for many different tokens (more than the memo holds)
-/// is never answered from it, yet every line it sends was scanned for its shape, looked up and kept: 15 % of such a
-/// hit's instructions (callgrind, 1,000 accounts). Once `giveUpAfter` answers in a row were kept and none served,
-/// only one line in `probeEvery` is looked up and kept; the first one served (the app repeats itself again) makes
-/// every line count again. Repeats are still answered from the answer kept last at no cost (`answer(repeating:)`).
+/// is seldom answered from it, yet every line it sends was scanned for its shape, looked up and kept: a line scanned
+/// and kept in vain costs about nine thousand instructions, a line served saves about thirty thousand (callgrind,
+/// 10,000 accounts). So the memo is judged by its share: after a trial of `trialLines` answers kept, it stays
+/// consulted when it served at least one line for every three it kept (a quarter of the lines it saw). Otherwise
+/// only one line in `probeInterval` is looked up and kept. A probe served (or a repeat of the answer kept last)
+/// starts a shorter trial (`probeTrialLines`: the memo holds answers by then); each that fails again makes the probes
+/// twice as rare, up to `longestProbeInterval`, so that random requests over thousands of tokens, which the memo
+/// answers by chance now and then, stop paying for trials.
 struct MemoUsefulness {
-    /// Two fillings of the memo with nothing served from either.
-    static let giveUpAfter = 2 * SilentAnswerMemo.capacity
-    /// A probe's cost spread over the lines it skips: about a sixteenth of a scan a line.
-    static let probeEvery = 16
+    /// Answers kept in the first trial: two fillings of the memo, for an app that cycles through many requests.
+    static let trialLines = 2 * SilentAnswerMemo.capacity
+    /// Answers kept in a trial a probe started.
+    static let probeTrialLines = SilentAnswerMemo.capacity / 2
+    /// Lines kept per line served at most, for the memo to stay consulted.
+    static let keptPerServed = 3
+    static let firstProbeInterval = 16
+    static let longestProbeInterval = 1024
 
-    private var keptInARow = 0
+    private var keptCount = 0
+    private var servedCount = 0
+    private var trialLength = trialLines
+    private var probing = false
+    private(set) var probeInterval = firstProbeInterval
     private var linesSinceProbe = 0
 
-    mutating func kept() { keptInARow += 1 }
+    mutating func kept() {
+        guard !probing else { return }
+        keptCount += 1
+        guard keptCount >= trialLength else { return }
+        if servedCount * Self.keptPerServed >= keptCount {
+            probeInterval = Self.firstProbeInterval
+        } else {
+            probing = true
+            linesSinceProbe = 0
+        }
+        (keptCount, servedCount) = (0, 0)
+    }
 
     mutating func served() {
-        keptInARow = 0
-        linesSinceProbe = 0
+        guard probing else {
+            servedCount += 1
+            return
+        }
+        // The app may repeat itself again: a trial says. Should it fail, the next probes come half as often.
+        probing = false
+        probeInterval = min(2 * probeInterval, Self.longestProbeInterval)
+        trialLength = Self.probeTrialLines
+        (keptCount, servedCount) = (0, 0)
     }
 
     mutating func consultsNextLine() -> Bool {
-        guard keptInARow >= Self.giveUpAfter else { return true }
+        guard probing else { return true }
         linesSinceProbe += 1
-        guard linesSinceProbe >= Self.probeEvery else { return false }
+        guard linesSinceProbe >= probeInterval else { return false }
         linesSinceProbe = 0
         return true
     }

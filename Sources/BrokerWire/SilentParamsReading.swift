@@ -34,7 +34,7 @@ public struct SilentRequestLine: Sendable {
         } catch {
             return nil
         }
-        guard version, method, let id, let params else { return nil }
+        guard version, method, let id = id.take(), let params = params.take() else { return nil }
         self.id = id
         self.params = params
     }
@@ -82,9 +82,12 @@ extension AcquireTokenSilentlyParams {
         } catch let error where error == notPlain || error == JSONReader.repeatedMember {
             return nil
         }
-        guard let clientId, let scopes, let account else { return nil }
-        self.init(clientId: clientId, authority: authority, scopes: scopes, account: account, forceRefresh: forceRefresh,
-                  claims: claims, correlationId: correlationId, resource: resource)
+        // Moved out of the variables the reader filled (`take`), not copied: a copy retained every string of the
+        // request once more, and the variables released them again.
+        guard let clientId = clientId.take(), let scopes = scopes.take(), let account = account.take() else { return nil }
+        self.init(clientId: clientId, authority: authority.take(), scopes: scopes, account: account,
+                  forceRefresh: forceRefresh, claims: claims.take(), correlationId: correlationId.take(),
+                  resource: resource.take())
     }
 
     /// In the order the switch above numbers them.
@@ -123,7 +126,7 @@ extension AccountReference {
                 }
             }
             guard homeAccountId != nil || username != nil else { throw notPlain }
-            self.init(homeAccountId: homeAccountId, username: username)
+            self.init(homeAccountId: homeAccountId.take(), username: username.take())
         default:
             throw notPlain
         }

@@ -18,10 +18,10 @@ enum TokenResultWriter {
     static func membersBeforeCorrelationId(accessToken: String, accountJSON: [UInt8], authority: String,
                                            into out: inout [UInt8]) {
         var first = true
-        string("accessToken", accessToken, &first, &out)
-        key("account", &first, &out)
+        string("\"accessToken\":", accessToken, &first, &out)
+        key("\"account\":", &first, &out)
         out.append(contentsOf: accountJSON)
-        string("authority", authority, &first, &out)
+        string("\"authority\":", authority, &first, &out)
     }
 
     static func membersAfterCorrelationId(_ result: TokenResult, into out: inout [UInt8]) {
@@ -33,13 +33,13 @@ enum TokenResultWriter {
     static func membersBeforeCorrelationId(leavingOutAccessToken accountJSON: [UInt8], authority: String,
                                            into out: inout [UInt8]) -> Int {
         var first = true
-        key("accessToken", &first, &out)
+        key("\"accessToken\":", &first, &out)
         out.append(UInt8(ascii: "\""))
         let offset = out.count
         out.append(UInt8(ascii: "\""))
-        key("account", &first, &out)
+        key("\"account\":", &first, &out)
         out.append(contentsOf: accountJSON)
-        string("authority", authority, &first, &out)
+        string("\"authority\":", authority, &first, &out)
         return offset
     }
 
@@ -58,24 +58,24 @@ enum TokenResultWriter {
                                           idToken: String?, source: String, tokenType: String, leavingOutIdToken: Bool,
                                           into out: inout [UInt8]) -> Int? {
         var first = true
-        number("expiresOn", expiresOn, &first, &out)
-        number("extendedExpiresOn", extendedExpiresOn, &first, &out)
-        key("grantedScopes", &first, &out)
+        number("\"expiresOn\":", expiresOn, &first, &out)
+        number("\"extendedExpiresOn\":", extendedExpiresOn, &first, &out)
+        key("\"grantedScopes\":", &first, &out)
         strings(grantedScopes, &out)
         var offset: Int?
         if let idToken {
             if leavingOutIdToken {
-                key("idToken", &first, &out)
+                key("\"idToken\":", &first, &out)
                 out.append(UInt8(ascii: "\""))
                 offset = out.count
                 out.append(UInt8(ascii: "\""))
             } else {
-                string("idToken", idToken, &first, &out)
+                string("\"idToken\":", idToken, &first, &out)
             }
         }
-        if let refreshOn { number("refreshOn", refreshOn, &first, &out) }
-        string("source", source, &first, &out)
-        string("tokenType", tokenType, &first, &out)
+        if let refreshOn { number("\"refreshOn\":", refreshOn, &first, &out) }
+        string("\"source\":", source, &first, &out)
+        string("\"tokenType\":", tokenType, &first, &out)
         return offset
     }
 
@@ -83,60 +83,60 @@ enum TokenResultWriter {
         var first = true
         out.append(UInt8(ascii: "{"))
         if let claims = account.accountClaims {
-            key("accountClaims", &first, &out)
+            key("\"accountClaims\":", &first, &out)
             // Claims are whatever the id_token held: the encoder's canonical form (sorted, numbers normalised).
             JSONWriter.writeWire(try JSONValueEncoder().encode(claims), into: &out)
         }
-        key("apps", &first, &out)
+        key("\"apps\":", &first, &out)
         out.append(UInt8(ascii: "["))
         for (index, app) in account.apps.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             var inner = true
             out.append(UInt8(ascii: "{"))
-            key("accessTokens", &inner, &out)
+            key("\"accessTokens\":", &inner, &out)
             out.append(UInt8(ascii: "["))
             for (index, token) in app.accessTokens.enumerated() {
                 if index > 0 { out.append(UInt8(ascii: ",")) }
                 var innermost = true
                 out.append(UInt8(ascii: "{"))
-                if let expiresOn = token.expiresOn { number("expiresOn", expiresOn, &innermost, &out) }
-                if let realm = token.realm { string("realm", realm, &innermost, &out) }
-                key("scopes", &innermost, &out)
+                if let expiresOn = token.expiresOn { number("\"expiresOn\":", expiresOn, &innermost, &out) }
+                if let realm = token.realm { string("\"realm\":", realm, &innermost, &out) }
+                key("\"scopes\":", &innermost, &out)
                 strings(token.scopes, &out)
                 out.append(UInt8(ascii: "}"))
             }
             out.append(UInt8(ascii: "]"))
-            string("clientId", app.clientId, &inner, &out)
-            if let familyId = app.familyId { string("familyId", familyId, &inner, &out) }
-            key("hasRefreshToken", &inner, &out)
+            string("\"clientId\":", app.clientId, &inner, &out)
+            if let familyId = app.familyId { string("\"familyId\":", familyId, &inner, &out) }
+            key("\"hasRefreshToken\":", &inner, &out)
             out.append(contentsOf: (app.hasRefreshToken ? "true" : "false").utf8)
             out.append(UInt8(ascii: "}"))
         }
         out.append(UInt8(ascii: "]"))
-        if let authorityType = account.authorityType { string("authorityType", authorityType, &first, &out) }
-        string("environment", account.environment, &first, &out)
-        key("hiddenFrom", &first, &out)
+        if let authorityType = account.authorityType { string("\"authorityType\":", authorityType, &first, &out) }
+        string("\"environment\":", account.environment, &first, &out)
+        key("\"hiddenFrom\":", &first, &out)
         strings(account.hiddenFrom, &out)
-        string("homeAccountId", account.homeAccountId, &first, &out)
-        if let localAccountId = account.localAccountId { string("localAccountId", localAccountId, &first, &out) }
-        if let name = account.name { string("name", name, &first, &out) }
-        string("realm", account.realm, &first, &out)
-        key("signInRequired", &first, &out)
+        string("\"homeAccountId\":", account.homeAccountId, &first, &out)
+        if let localAccountId = account.localAccountId { string("\"localAccountId\":", localAccountId, &first, &out) }
+        if let name = account.name { string("\"name\":", name, &first, &out) }
+        string("\"realm\":", account.realm, &first, &out)
+        key("\"signInRequired\":", &first, &out)
         out.append(contentsOf: (account.signInRequired ? "true" : "false").utf8)
-        key("tenantProfiles", &first, &out)
+        key("\"tenantProfiles\":", &first, &out)
         out.append(UInt8(ascii: "["))
         for (index, profile) in account.tenantProfiles.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             var inner = true
             out.append(UInt8(ascii: "{"))
-            string("environment", profile.environment, &inner, &out)
-            if let localAccountId = profile.localAccountId { string("localAccountId", localAccountId, &inner, &out) }
-            string("realm", profile.realm, &inner, &out)
-            if let username = profile.username { string("username", username, &inner, &out) }
+            string("\"environment\":", profile.environment, &inner, &out)
+            if let localAccountId = profile.localAccountId { string("\"localAccountId\":", localAccountId, &inner, &out) }
+            string("\"realm\":", profile.realm, &inner, &out)
+            if let username = profile.username { string("\"username\":", username, &inner, &out) }
             out.append(UInt8(ascii: "}"))
         }
         out.append(UInt8(ascii: "]"))
-        string("username", account.username, &first, &out)
+        string("\"username\":", account.username, &first, &out)
         out.append(UInt8(ascii: "}"))
     }
 
@@ -144,13 +144,13 @@ enum TokenResultWriter {
 
     // A cache hit writes its members through these: they append bytes, and make no String (a number's `String(_:)`
     // and a String's UTF-8 view appended were a third of writing the members after the correlation id).
-    private static func key(_ name: StaticString, _ first: inout Bool, _ out: inout [UInt8]) {
+    /// The member's key, `quotedName` being the key as written, quotes and colon included (`"name":`), so that
+    /// it is appended in one piece: a key appended byte by byte, each append checking the array's room and
+    /// uniqueness, cost more than a hit's two numbers and four strings together.
+    private static func key(_ quotedName: StaticString, _ first: inout Bool, _ out: inout [UInt8]) {
         if !first { out.append(UInt8(ascii: ",")) }
         first = false
-        out.append(UInt8(ascii: "\""))
-        out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
-        out.append(UInt8(ascii: "\""))
-        out.append(UInt8(ascii: ":"))
+        out.append(contentsOf: UnsafeBufferPointer(start: quotedName.utf8Start, count: quotedName.utf8CodeUnitCount))
     }
 
     private static func string(_ name: StaticString, _ value: String, _ first: inout Bool, _ out: inout [UInt8]) {

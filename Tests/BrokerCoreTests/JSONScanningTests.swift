@@ -179,6 +179,20 @@ final class JSONScanningTests: XCTestCase {
         }
     }
 
+    /// Every name of a table is found by its bytes, and nothing else is: names sharing their first 16 bytes, names
+    /// of 16 and 17 bytes, a name and the same bytes with a NUL after them, the empty name.
+    func testATableFindsEachOfItsNamesAndNoNearMiss() {
+        let names = ["extended_expires_on", "extended_expires_at", "exactly_16_bytes", "exactly_17_bytes_", "id", "",
+                     "é", "clientId", "clientid"]
+        let table = JSONKeyTable(names)
+        for (index, name) in names.enumerated() { XCTAssertEqual(table.index(of: name), index, name) }
+        for miss in ["extended_expires_o", "extended_expires_onn", "exactly_16_byteS", "exactly_17_bytes", "id\0", "i",
+                     "\0", "e", "clientID", "extended_expires_ox"] {
+            XCTAssertNil(table.index(of: miss), miss)
+        }
+        XCTAssertNil(JSONKeyTable([]).index(of: ""))
+    }
+
     /// A value compared where it lies is read only when it is the candidate as written; anything else (another
     /// string, a longer or shorter one, the same text escaped, not a string) is left for the usual read, which then
     /// reads it whole.

@@ -136,11 +136,40 @@ final class ScopesTests: XCTestCase {
     /// One scope takes a path of its own (no list to compare with): the same rules.
     func testOneRequestedScopeFollowsTheSameRules() {
         for scope in ["User.Read", " User.Read ", "\tuser.read", "OpenID", "offline_access", " PROFILE", "", "  ",
-                      "https://graph.microsoft.com/.default", "ÀÉÎ.read"] {
+                      "https://graph.microsoft.com/.default", "ÀÉÎ.read", "Offline_Access", "offline_\u{212A}ccess"] {
             XCTAssertEqual(Scopes.requested([scope]), Scopes.requested([scope, scope]), "'\(scope)'")
         }
         XCTAssertEqual(Scopes.requested([" User.Read "]), ["User.Read"])
         XCTAssertEqual(Scopes.requested(["OFFLINE_ACCESS"]), [])
+    }
+
+    /// Whether a scope is reserved, case aside, checked by its length before it is lowered: the same answer as
+    /// lowering it first, for every case of the reserved names and for scopes of their lengths that are not them.
+    func testAReservedScopeIsFoundInAnyCaseWithoutLoweringTheRest() {
+        for name in Scopes.reserved {
+            for variant in [name, name.uppercased(), name.prefix(1).uppercased() + name.dropFirst()] {
+                XCTAssertTrue(Scopes.isReserved(ignoringCase: variant), variant)
+            }
+        }
+        for scope in ["openix", "profil", "PROFILES", "offline_acces", "https://graph.microsoft.com/User.Read", "",
+                      "\u{212A}", "ÖPENID", "offline_\u{212A}ccess"] {
+            XCTAssertEqual(Scopes.isReserved(ignoringCase: scope), Scopes.isReserved(scope.lowercased()), scope)
+        }
+    }
+
+    /// A home account id's tenant half, by bytes, as `split(separator: ".").last` gives it.
+    func testTheLastDotComponentIsTheLastPartSplitGives() {
+        for text in ["uid.utid", "a.b.c", "nodot", "", ".", "...", "trailing.", "trailing..", ".leading", "a..b", "é.ü"] {
+            XCTAssertEqual(TokenCache.lastDotComponent(text), text.split(separator: ".").last.map(String.init), text)
+        }
+    }
+
+    /// A target's scopes split by bytes as a split at spaces and tabs gives them.
+    func testATargetSplitsAtSpacesAndTabs() {
+        for text in ["a b", " a  b ", "\ta\tb\t", "", "   ", "one", "é ü\tß", "User.Read Mail.Read"] {
+            XCTAssertEqual(CacheEntity.words(text), text.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init),
+                           text)
+        }
     }
 
     func testRequestedKeepsDefaultScopesAsWritten() {

@@ -1,4 +1,5 @@
 import BrokerCache
+import BrokerJSON
 internal import OAuth
 
 /// A token as the broker hands it out.
@@ -155,12 +156,14 @@ extension Broker {
                                                                    withText: accountText != nil)
         else { return .needsWriter }
         if plan.authority.kind == .entra, contents.identity != nil {
-            guard let retryAfter = contents.aliasLookups[plan.authority.host], retryAfter > elapsed() else { return .needsWriter }
+            guard let retryAfter = contents.aliasLookups[DigestHashed(plan.authority.host)], retryAfter > elapsed() else { return .needsWriter }
         }
         let use = TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
                            scopes: plan.scopes, lastUsed: now)
-        return .hit(LockedHit(tokens, plan: plan, use: use, generation: contents.generation, username: username, text: text),
-                    use: contents.cache.isNoted(use) ? nil : use)
+        let unnoted = contents.cache.isNoted(use) ? nil : use  // a copy only for a use to note (once a minute)
+        return .hit(LockedHit(tokens, plan: plan, use: consume use, generation: contents.generation, username: username,
+                              text: text),
+                    use: unnoted)
     }
 
     private nonisolated func cachedHit(_ request: SilentTokenRequest, now: Int64, accountText: ((AccountSummary) -> [UInt8]?)?,
@@ -345,15 +348,16 @@ extension Broker {
     /// went out), a twentieth of a varied hit's time.
     private static func startsAliasLookup(of authority: Authority, now: Int64, wallNow: Int64,
                                           in contents: inout CacheCell.Contents) -> Bool {
-        if let retryAfter = contents.aliasLookups[authority.host], retryAfter > now { return false }
+        let host = DigestHashed(authority.host)
+        if let retryAfter = contents.aliasLookups[host], retryAfter > now { return false }
         // Groups learned within the discovery lifetime (persisted: perhaps by an earlier run) are not asked again
         // until it ends: a restart offline must not start with a request that cannot get through.
-        if contents.aliasLookups[authority.host] == nil, let lifetime = contents.identity?.settings.discoveryTTLSeconds,
+        if contents.aliasLookups[host] == nil, let lifetime = contents.identity?.settings.discoveryTTLSeconds,
            let fact = contents.cache.learned.fact(.aliases, authority.host), fact.isFresh(now: wallNow, lifetime: lifetime) {
-            contents.aliasLookups[authority.host] = now + lifetime - (wallNow - fact.learnedAt)
+            contents.aliasLookups[host] = now + lifetime - (wallNow - fact.learnedAt)
             return false
         }
-        contents.aliasLookups[authority.host] = Int64.max
+        contents.aliasLookups[host] = Int64.max
         return true
     }
 
@@ -363,7 +367,7 @@ extension Broker {
         await loaded()  // aliases learned into a partial cache would be lost with it
         if groups.isEmpty {
             let retryAfter = elapsed() + Self.aliasRetrySeconds
-            cell.withLock { $0.aliasLookups[host] = retryAfter }
+            cell.withLock { $0.aliasLookups[DigestHashed(host)] = retryAfter }
         }
         if !groups.isEmpty, cache.learnAliases(groups) {
             logger.debug("learned host aliases", metadata: ["host": "\(host)"])
