@@ -23,7 +23,7 @@ extension TokenCache {
     public func accountSummary(homeAccountId hid: String, now: Int64) -> AccountSummary? {
         let entries = find(.account, CacheQuery(homeAccountId: hid)).map(\.entity)
         guard !entries.isEmpty else { return nil }
-        return summary(homeAccountId: hid.lowercased(), accountEntries: entries, now: now)
+        return summary(homeAccountId: hid.lowercasedIfNeeded, accountEntries: entries, now: now)
     }
 
     private func summary(homeAccountId hid: String, accountEntries: [CacheEntity], now: Int64) -> AccountSummary {
@@ -83,7 +83,7 @@ extension TokenCache {
     }
 
     /// The last non-empty part of `text` between dots, as `text.split(separator: ".").last` gives it, by bytes.
-    static func lastDotComponent(_ text: String) -> String? {
+    package static func lastDotComponent(_ text: String) -> String? {
         let utf8 = text.utf8, dot = UInt8(ascii: ".")
         var end = utf8.endIndex
         while end > utf8.startIndex, utf8[utf8.index(before: end)] == dot { end = utf8.index(before: end) }

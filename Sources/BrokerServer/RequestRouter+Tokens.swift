@@ -26,7 +26,7 @@ extension RequestRouter {
         switch selector {
         case .homeAccountId(let id): return (id, nil)
         case .username(let name): return (nil, name)
-        case .either(let text): return text.contains("@") ? (nil, text) : (text, nil)
+        case .either(let text): return text.utf8.contains(UInt8(ascii: "@")) ? (nil, text) : (text, nil)
         }
     }
 

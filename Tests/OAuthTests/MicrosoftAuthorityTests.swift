@@ -58,6 +58,23 @@ final class MicrosoftAuthorityTests: XCTestCase {
         XCTAssertEqual(oidc.withTenant("x"), oidc, "only Entra authorities have tenants")
     }
 
+    /// Another tenant on Microsoft's host, made in place, is the authority its URL parses to.
+    func testAnotherTenantIsTheAuthorityItsURLParsesTo() throws {
+        let guid = "0A1B2C3D-0000-4000-8000-00000000000F"
+        for text in ["https://login.microsoftonline.com/common", "https://login.microsoftonline.com/Organizations/",
+                     "https://login.microsoftonline.us/consumers", "https://login.microsoftonline.com:443/common/extra/path",
+                     "https://login.microsoftonline.com/contoso.example", "https://login.partner.microsoftonline.cn/common"] {
+            let authority = try XCTUnwrap(Authority(text), text)
+            let replaced = authority.withTenant(guid)
+            let parsed = try XCTUnwrap(Authority(replaced.url), text)
+            XCTAssertEqual(replaced, parsed, text)
+            XCTAssertEqual(replaced.tenant, guid, text)
+        }
+        // Not a tenant id: parsed again, whatever it holds.
+        let common = try XCTUnwrap(Authority("https://login.microsoftonline.com/common"))
+        XCTAssertEqual(common.withTenant("contoso.example"), Authority("https://login.microsoftonline.com/contoso.example"))
+    }
+
     func testClaimsMergeWithCapabilities() throws {
         XCTAssertNil(Claims.merged(challenge: nil, capabilities: []))
         XCTAssertEqual(Claims.merged(challenge: #"{"id_token":{}}"#, capabilities: []), #"{"id_token":{}}"#)

@@ -78,8 +78,18 @@ public struct Authority: Sendable, Equatable {
     /// The same authority for another tenant (silent requests with common/organizations/consumers go to the
     /// account's home tenant).
     public func withTenant(_ other: String) -> Authority {
-        guard kind == .entra, let replaced = Authority(url.replacingTenant(tenant, with: other)) else { return self }
-        return replaced
+        guard kind == .entra else { return self }
+        // The usual case, a tenant id on Microsoft's host, made in place: parsing the whole URL again (and splitting
+        // it by Characters) was most of a hit on /common or /organizations. It gives what the parse would.
+        if isMicrosoftHost, Self.isGUID(other) {
+            var replaced = self
+            replaced.url = url.replacingTenant(tenant, with: other)
+            replaced.tenant = other
+            replaced.isTenantAlias = false
+            replaced.namesTenantByDomain = false
+            return replaced
+        }
+        return Authority(url.replacingTenant(tenant, with: other)) ?? self
     }
 
     /// The tenant id in an Entra issuer (`https://host/<tenant id>/v2.0`), if it names one.
@@ -104,11 +114,23 @@ public struct Authority: Sendable, Equatable {
 }
 
 private extension String {
+    /// The URL with its first path segment, `tenant`, replaced by `other`. By bytes: the URL is ASCII up to its path.
     func replacingTenant(_ tenant: String, with other: String) -> String {
-        guard let schemeEnd = firstRange(of: "://") else { return self }
-        let afterScheme = self[schemeEnd.upperBound...]
-        guard let slash = afterScheme.firstIndex(of: "/") else { return self }
-        let rest = self[slash...].dropFirst(tenant.count + 1)
-        return String(self[..<slash]) + "/" + other + rest
+        var text = self
+        return text.withUTF8 { bytes -> String in
+            // "scheme://host[:port]/tenant…": the first "/" after "://" starts the path.
+            var index = 0
+            while index + 2 < bytes.count,
+                  !(bytes[index] == UInt8(ascii: ":") && bytes[index + 1] == UInt8(ascii: "/") && bytes[index + 2] == UInt8(ascii: "/")) {
+                index += 1
+            }
+            guard index + 2 < bytes.count else { return self }
+            var slash = index + 3
+            while slash < bytes.count, bytes[slash] != UInt8(ascii: "/") { slash += 1 }
+            guard slash < bytes.count else { return self }
+            let rest = Swift.min(bytes.count, slash + 1 + tenant.utf8.count)
+            return String(decoding: UnsafeBufferPointer(rebasing: bytes[..<slash]), as: UTF8.self) + "/" + other
+                + String(decoding: UnsafeBufferPointer(rebasing: bytes[rest...]), as: UTF8.self)
+        }
     }
 }
