@@ -144,7 +144,9 @@ public struct CacheEntity: Sendable, Equatable {
         return text.withUTF8 { bytes in
             var words: [String] = [], start = 0
             for index in 0...bytes.count where index == bytes.count || bytes[index] == 0x20 || bytes[index] == 0x09 {
-                if index > start { words.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)) }
+                if index > start {
+                    words.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self))
+                }
                 start = index + 1
             }
             return words

@@ -119,14 +119,14 @@ private extension String {
         var text = self
         return text.withUTF8 { bytes -> String in
             // "scheme://host[:port]/tenant…": the first "/" after "://" starts the path.
+            let colon = UInt8(ascii: ":"), slashByte = UInt8(ascii: "/")
             var index = 0
-            while index + 2 < bytes.count,
-                  !(bytes[index] == UInt8(ascii: ":") && bytes[index + 1] == UInt8(ascii: "/") && bytes[index + 2] == UInt8(ascii: "/")) {
+            while index + 2 < bytes.count, !(bytes[index] == colon && bytes[index + 1] == slashByte && bytes[index + 2] == slashByte) {
                 index += 1
             }
             guard index + 2 < bytes.count else { return self }
             var slash = index + 3
-            while slash < bytes.count, bytes[slash] != UInt8(ascii: "/") { slash += 1 }
+            while slash < bytes.count, bytes[slash] != slashByte { slash += 1 }
             guard slash < bytes.count else { return self }
             let rest = Swift.min(bytes.count, slash + 1 + tenant.utf8.count)
             return String(decoding: UnsafeBufferPointer(rebasing: bytes[..<slash]), as: UTF8.self) + "/" + other

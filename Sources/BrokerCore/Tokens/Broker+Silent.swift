@@ -156,7 +156,9 @@ extension Broker {
                                                                    withText: accountText != nil)
         else { return .needsWriter }
         if plan.authority.kind == .entra, contents.identity != nil {
-            guard let retryAfter = contents.aliasLookups[DigestHashed(plan.authority.host)], retryAfter > elapsed() else { return .needsWriter }
+            guard let retryAfter = contents.aliasLookups[DigestHashed(plan.authority.host)], retryAfter > elapsed() else {
+                return .needsWriter
+            }
         }
         let use = TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
                            scopes: plan.scopes, lastUsed: now)
@@ -276,7 +278,8 @@ extension Broker {
         }
         // The home tenant, the utid of "<uid>.<utid>", found by bytes (a Character split of the id cost a hit on
         // /common as much as the rest of its lookup).
-        if authority.isTenantAlias, hid.utf8.contains(UInt8(ascii: ".")), let homeTenant = TokenCache.lastDotComponent(hid) {
+        if authority.isTenantAlias, hid.utf8.contains(UInt8(ascii: ".")),
+           let homeTenant = TokenCache.lastDotComponent(hid) {
             authority = authority.withTenant(homeTenant)
         } else if authority.namesTenantByDomain,
                   let tenantId = cache.learned.tenantId(environment: authority.environment, tenant: authority.tenant) {
