@@ -22,6 +22,7 @@ struct StringTable: Sendable {
         }
 
         func hash(into hasher: inout Hasher) { hasher.combine(digest) }
+        func _rawHashValue(seed: Int) -> Int { ByteDigest.tableHash(digest, seed: seed) }
         static func == (a: Key, b: Key) -> Bool { a.digest == b.digest && a.text == b.text }
     }
 
@@ -160,6 +161,11 @@ struct AccessTokenIndex: Sendable {
     struct Bucket: Hashable, Sendable {
         var account: UInt32
         var client: UInt32
+
+        /// The two numbers as one word, mixed as a digest is (`ByteDigest.tableHash`), without `Hasher`.
+        func _rawHashValue(seed: Int) -> Int {
+            ByteDigest.tableHash(UInt64(account) << 32 | UInt64(client), seed: seed)
+        }
     }
 
     /// Shared with the id-token index (`IdTokenIndex`), which names its fields by the same numbers.

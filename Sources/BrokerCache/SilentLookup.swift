@@ -43,16 +43,27 @@ extension TokenCache {
 
     /// A cache hit's tokens in one lookup: the access token `cachedAccessToken` finds, typed, and the id token (with
     /// its `preferred_username`) `latestIdTokenAndUsername` finds. The account and the client are looked up once for
-    /// both, and no JSON field is read. `tokensNeedNoEscape`: neither secret has a byte JSON escapes. `account`: the
-    /// account as `resolveAccount` resolved it, which spares looking the id up again.
+    /// both, and no JSON field is read. `account`: the account as `resolveAccount` resolved it, which spares looking
+    /// the id up again.
     public func cachedHitTokens(homeAccountId hid: String, account: CacheAccountRef? = nil, clientId: String,
-                                environment: String, tenant: String, scopes: [String], now: Int64)
-        -> (accessToken: CachedAccessToken, idToken: String?, preferredUsername: String?, tokensNeedNoEscape: Bool)? {
+                                environment: String, tenant: String, scopes: [String], now: Int64) -> HitTokens? {
         guard let bucket = account.map({ accessTokens.bucket(account: $0.number, clientId: clientId) })
                 ?? accessTokens.bucket(homeAccountId: hid, clientId: clientId),
               let token = accessTokens.bestAnswer(in: bucket, environment: environment, tenant: tenant, scopes: scopes,
                                                   now: now, aliases: aliases) else { return nil }
         let idToken = idTokenAnswer(in: bucket, environment: environment)
-        return (token, idToken?.secret, idToken?.preferredUsername, token.secretNeedsNoEscape && idToken?.secretNeedsNoEscape ?? true)
+        return HitTokens(accessToken: token, idToken: idToken?.secret, preferredUsername: idToken?.preferredUsername,
+                         tokensNeedNoEscape: token.secretNeedsNoEscape && idToken?.secretNeedsNoEscape ?? true)
     }
+}
+
+/// What `cachedHitTokens` finds. A struct, not a tuple: an optional tuple was copied through the runtime's generic
+/// tuple copy, a tenth of the lookup.
+public struct HitTokens: Sendable {
+    public var accessToken: CachedAccessToken
+    public var idToken: String?
+    /// The id token's `preferred_username` claim, decoded when it was stored.
+    public var preferredUsername: String?
+    /// Neither secret has a byte JSON escapes.
+    public var tokensNeedNoEscape: Bool
 }

@@ -60,24 +60,23 @@ public struct TokenUse: Sendable, Equatable {
     }
 
     private static func digestLoweringASCII(_ text: String) -> (digest: UInt64, ascii: Bool) {
-        var text = text
-        return text.withUTF8 { buffer in
-            let bytes = UnsafeRawBufferPointer(buffer)
-            var h = ByteDigest.seed ^ (UInt64(bytes.count) &* 0x9E37_79B9_7F4A_7C15), high: UInt64 = 0, i = 0
-            while i < bytes.count {
-                var word: UInt64 = 0
-                if i + 8 <= bytes.count {
-                    word = bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-                } else {
-                    withUnsafeMutableBytes(of: &word) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[i...])) }
-                }
-                high |= word
-                h = (h ^ ASCIIWord.lowered(word)) &* 0xFF51_AFD7_ED55_8CCD
-                h ^= h >> 29
-                i += 8
-            }
-            return (h ^ (h >> 32), high & 0x8080_8080_8080_8080 == 0)
+        let digest = text.utf8.withContiguousStorageIfAvailable { digestLoweringASCII(UnsafeRawBufferPointer($0)) }
+        if let digest { return digest }
+        var text = text  // a bridged or lazy string, made contiguous
+        return text.withUTF8 { digestLoweringASCII(UnsafeRawBufferPointer($0)) }
+    }
+
+    private static func digestLoweringASCII(_ bytes: UnsafeRawBufferPointer) -> (digest: UInt64, ascii: Bool) {
+        var h = ByteDigest.seed ^ (UInt64(bytes.count) &* 0x9E37_79B9_7F4A_7C15), high: UInt64 = 0, i = 0
+        while i < bytes.count {
+            let word = i + 8 <= bytes.count ? bytes.loadUnaligned(fromByteOffset: i, as: UInt64.self)
+                : ByteDigest.tail(of: bytes, from: i)
+            high |= word
+            h = (h ^ ASCIIWord.lowered(word)) &* 0xFF51_AFD7_ED55_8CCD
+            h ^= h >> 29
+            i += 8
         }
+        return (h ^ (h >> 32), high & 0x8080_8080_8080_8080 == 0)
     }
 
     private static func appendLowered(_ text: String, to bytes: inout [UInt8]) {

@@ -20,12 +20,35 @@ package enum ByteDigest {
         }
         if i < bytes.count {
             // The last one to seven bytes as one word (the length, in the seed, tells "a" from "a\0").
-            var tail: UInt64 = 0
-            withUnsafeMutableBytes(of: &tail) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[i...])) }
+            let tail = tail(of: bytes, from: i)
             h = (h ^ tail) &* 0xC4CE_B9FE_1A85_EC53
             h ^= h >> 29
         }
         return h ^ (h >> 32)
+    }
+
+    /// The bytes from `start` to the end (fewer than eight) as the low bytes of a word, the rest zero. Loaded as
+    /// the last eight bytes and shifted when there are eight: a copy of the tail was a call to `memcpy` per string.
+    @inlinable @inline(__always)
+    package static func tail(of bytes: UnsafeRawBufferPointer, from start: Int) -> UInt64 {
+        let count = bytes.count - start
+        if bytes.count >= 8 {
+            let last = UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: bytes.count - 8, as: UInt64.self))
+            return last >> (8 * UInt64(8 - count))
+        }
+        var word: UInt64 = 0
+        for index in 0..<count { word |= UInt64(bytes[start + index]) << (8 * UInt64(index)) }
+        return word
+    }
+
+    /// A hash table's hash of a digest, for `Hashable._rawHashValue(seed:)`: what the table asks for, without
+    /// `Hasher` (setting up SipHash and finishing it was most of a lookup by a digest; a hit makes about ten).
+    /// The seed is mixed in, so that two tables of the same keys do not order them alike.
+    @inlinable @inline(__always)
+    package static func tableHash(_ digest: UInt64, seed: Int) -> Int {
+        var h = (digest ^ UInt64(UInt(bitPattern: seed))) &* 0x9E37_79B9_7F4A_7C15
+        h ^= h >> 32
+        return Int(truncatingIfNeeded: h)
     }
 
     @inlinable
@@ -42,7 +65,17 @@ package enum ByteDigest {
 package struct DigestHashed: Hashable, Sendable {
     package let text: String
 
+    @inlinable
     package init(_ text: String) { self.text = text }
 
+    // Inlinable, as the three below: a table of another module that looked one up called them through the protocol's
+    // witness. `_rawHashValue` is what tables call: without `Hasher`, as `ByteDigest.tableHash` says.
+    @inlinable
     package func hash(into hasher: inout Hasher) { hasher.combine(ByteDigest.of(text)) }
+
+    @inlinable
+    package func _rawHashValue(seed: Int) -> Int { ByteDigest.tableHash(ByteDigest.of(text), seed: seed) }
+
+    @inlinable
+    package static func == (a: DigestHashed, b: DigestHashed) -> Bool { a.text == b.text }
 }

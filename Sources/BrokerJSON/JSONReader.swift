@@ -61,6 +61,7 @@ public struct JSONReader {
 
     public enum Kind: Sendable { case object, array, string, number, bool, null }
 
+    @inline(__always)
     public mutating func peekKind() throws(JSONReadError) -> Kind {
         skipWhitespace()
         guard position < bytes.count else { throw fail("unexpected end of input") }
@@ -83,6 +84,9 @@ public struct JSONReader {
 
     /// An object's members, each key read by `readKey` (a String, or which of the keys asked for) and handed to
     /// `member` with the reader at its value.
+    // Inlined into each reader of objects, so that its `readKey` is too: a call per key and per member was a large
+    // part of reading a request line.
+    @inline(__always)
     private mutating func walkObject<Key>(_ readKey: (inout JSONReader) throws(JSONReadError) -> Key,
                                           _ member: (Key, inout JSONReader) throws(JSONReadError) -> Void)
         throws(JSONReadError) {
@@ -204,6 +208,7 @@ public struct JSONReader {
 
     /// `readKey` for a reader of some members only (`readMembers`): a plain ASCII key not in `names` is stepped over,
     /// not made a String to be dropped (a broker1 request has some thirty keys brokerd does not read).
+    @inline(__always)
     private mutating func readKeyIndex(in names: JSONKeyTable) throws(JSONReadError) -> Int? {
         if position < bytes.count, bytes[position] == UInt8(ascii: "\"") {
             let run = scanRun(from: position + 1)
@@ -443,7 +448,16 @@ public struct JSONReader {
         if depth > Self.maximumDepth { throw fail("nesting deeper than \(Self.maximumDepth)") }
     }
 
+    /// Inlined for a request line's usual case, no whitespace (clients write compact JSON); a run of it (a document
+    /// written with indentation) is stepped over out of line, as all of it was before.
+    @inline(__always)
     private mutating func skipWhitespace() {
+        if position < bytes.count, bytes[position] > 0x20 { return }
+        skipWhitespaceRun()
+    }
+
+    @inline(never)
+    private mutating func skipWhitespaceRun() {
         while position < bytes.count {
             switch bytes[position] {
             case 0x20, 0x09, 0x0A, 0x0D: position += 1
@@ -470,13 +484,19 @@ public struct JSONReader {
         return matches
     }
 
+    @inline(__always)
     private mutating func expect(_ byte: UInt8) throws(JSONReadError) {
         skipWhitespace()
-        guard consume(byte) else {
-            throw fail(position < bytes.count ? "expected '\(Character(Unicode.Scalar(byte)))'" : "unexpected end of input")
-        }
+        guard consume(byte) else { throw missing(byte) }
     }
 
+    /// Out of line: the message is built only for an error, and a caller's inlined `expect` stays a compare.
+    @inline(never)
+    private func missing(_ byte: UInt8) -> JSONReadError {
+        fail(position < bytes.count ? "expected '\(Character(Unicode.Scalar(byte)))'" : "unexpected end of input")
+    }
+
+    @inline(never)
     private func fail(_ message: String) -> JSONReadError {
         JSONReadError(message: message, offset: position)
     }

@@ -62,27 +62,33 @@ extension JSONWriter {
     /// A quoted string, escaped as JSONEncoder does: `\"`, `\\`, `\b`, `\f`, `\n`, `\r`, `\t`, other control
     /// characters as `\u00xx`; everything else (`/`, non-ASCII) as it is.
     public static func writeWireString(_ string: String, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        var string = string
-        string.withUTF8 { utf8 in
-            var runStart = 0
-            var index = 0
-            while index < utf8.count {
-                // Eight bytes at a time while none of them needs escaping (tokens never do).
-                if index + 8 <= utf8.count, escapeFlags(UnsafeRawBufferPointer(utf8).loadUnaligned(fromByteOffset: index, as: UInt64.self)) == 0 {
-                    index += 8
-                    continue
-                }
-                let byte = utf8[index]
-                if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
-                    if runStart < index { out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
-                    appendEscape(byte, into: &out)
-                    runStart = index + 1
-                }
-                index += 1
-            }
-            if runStart < utf8.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...])) }
+        // Read where it lies (`withUTF8` wants a copy it may make contiguous: a retain and a release per string).
+        if string.utf8.withContiguousStorageIfAvailable({ writeWireString($0, into: &out) }) == nil {
+            var string = string  // a bridged or lazy string, made contiguous
+            string.withUTF8 { writeWireString($0, into: &out) }
         }
+    }
+
+    private static func writeWireString(_ utf8: UnsafeBufferPointer<UInt8>, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var runStart = 0
+        var index = 0
+        while index < utf8.count {
+            // Eight bytes at a time while none of them needs escaping (tokens never do).
+            if index + 8 <= utf8.count,
+               escapeFlags(UnsafeRawBufferPointer(utf8).loadUnaligned(fromByteOffset: index, as: UInt64.self)) == 0 {
+                index += 8
+                continue
+            }
+            let byte = utf8[index]
+            if byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                if runStart < index { out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index])) }
+                appendEscape(byte, into: &out)
+                runStart = index + 1
+            }
+            index += 1
+        }
+        if runStart < utf8.count { out.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...])) }
         out.append(UInt8(ascii: "\""))
     }
 

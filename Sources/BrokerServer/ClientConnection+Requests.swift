@@ -86,14 +86,15 @@ extension ClientConnection {
         var triedHit = false
         if let silent = SilentRequestLine(line), state.begin() {
             triedHit = true
-            let answer = router.cachedAnswer(id: silent.id, params: silent.params, line: line, shape: shape, from: peer,
-                                             caller: caller, memory: &memory)
-            if let answer {
+            // Bound once, not kept beside its binding: a copy of the answer retained and released its strings again.
+            if let answer = router.cachedAnswer(id: silent.id, params: silent.params, line: line, shape: shape,
+                                                from: peer, caller: caller, memory: &memory) {
                 state.countServed()  // before the answer, as a remembered one
                 send(answer)
+                state.end(served: false)
+                return
             }
             state.end(served: false)
-            if answer != nil { return }
         }
         switch RPCEnvelope.parse(line) {
         case .unusable(let error):
@@ -102,14 +103,14 @@ extension ClientConnection {
             send(RPCEnvelope.failure(id: failure.id, error: failure.error))
         case .single(.success(let request)):
             if !triedHit, state.begin() {
-                let answer = router.cachedAnswer(request, line: line, shape: shape, from: peer, caller: caller,
-                                                 memory: &memory)
-                if let answer {
+                if let answer = router.cachedAnswer(request, line: line, shape: shape, from: peer, caller: caller,
+                                                    memory: &memory) {
                     state.countServed()
                     send(answer)
+                    state.end(served: false)
+                    return
                 }
                 state.end(served: false)
-                if answer != nil { return }
             }
             runSingle(request)
         case .batch(let items):

@@ -29,14 +29,14 @@ public enum SocketWire {
     }
 
     /// A hit's answer text, with the account's text the cache kept (written here only when it has none).
-    public static func tokenResultText(_ hit: CachedHit) -> TokenResultText? {
-        let outcome = hit.outcome
+    public static func tokenResultText(_ hit: borrowing CachedHit) -> TokenResultText? {
         guard let accountJSON = hit.accountText else { return nil }  // not writable: the full path reports why
-        return TokenResultText(accessToken: outcome.accessToken, tokenType: outcome.tokenType, expiresOn: outcome.expiresOn,
-                               extendedExpiresOn: outcome.extendedExpiresOn, refreshOn: outcome.refreshOn,
-                               grantedScopes: outcome.grantedScopes, idToken: outcome.idToken, accountJSON: accountJSON,
-                               authority: outcome.authority, source: outcome.source,
-                               tokensNeedNoEscape: hit.tokensNeedNoEscape)
+        // Read where they lie (a copy of the outcome retained and released each of its strings once more).
+        return TokenResultText(accessToken: hit.outcome.accessToken, tokenType: hit.outcome.tokenType,
+                               expiresOn: hit.outcome.expiresOn, extendedExpiresOn: hit.outcome.extendedExpiresOn,
+                               refreshOn: hit.outcome.refreshOn, grantedScopes: hit.outcome.grantedScopes,
+                               idToken: hit.outcome.idToken, accountJSON: accountJSON, authority: hit.outcome.authority,
+                               source: hit.outcome.source, tokensNeedNoEscape: hit.tokensNeedNoEscape)
     }
 
     public static func tokenResult(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) -> TokenResult {

@@ -33,6 +33,7 @@ public struct RequestLineShape: Sendable {
         }
 
         public func hash(into hasher: inout Hasher) { hasher.combine(digest) }
+        public func _rawHashValue(seed: Int) -> Int { ByteDigest.tableHash(digest, seed: seed) }
 
         public static func == (a: Key, b: Key) -> Bool {
             guard a.digest == b.digest, a.bytes.count == b.bytes.count else { return false }

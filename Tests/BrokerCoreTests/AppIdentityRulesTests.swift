@@ -74,6 +74,22 @@ final class AppIdentityRulesTests: XCTestCase {
         XCTAssertEqual(refusal.reason, .unidentifiedCaller)
     }
 
+    /// A connection's memo of the client IDs its app may use whatever it asks: the one allowed last is answered
+    /// without a lookup, and it is forgotten with the rest when the policy changes.
+    func testAnAccessMemoForgetsEvenItsLastClientWhenThePolicyChanges() async throws {
+        let access = try AppAccess(settings: AppPolicySettings(), databasePath: nil, logger: Logger(label: "test"))
+        var memo = AccessMemo()
+        let scopes = ["User.Read"]
+        for clientId in ["c1", "c2", "c1", "c1", "c2"] {
+            XCTAssertTrue(memo.allows(az, clientId: clientId, account: nil, scopes: scopes, in: access), clientId)
+        }
+        await access.update(AppPolicySettings(unsandboxedApps: .pinned), retention: .init())
+        for clientId in ["c2", "c1"] {
+            XCTAssertFalse(memo.allows(az, clientId: clientId, account: nil, scopes: scopes, in: access), clientId)
+        }
+        await access.close()
+    }
+
     func testUnsandboxedAppsAskedAboutOnceAGrantIsKept() {
         var policy = AppPolicy(settings: AppPolicySettings(unsandboxedApps: .ask))
         XCTAssertEqual(policy.decide(az, clientId: "c", account: nil, scopes: []), .ask)

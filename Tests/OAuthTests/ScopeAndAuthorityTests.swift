@@ -70,6 +70,20 @@ final class ScopesTests: XCTestCase {
         }
     }
 
+    /// A digest's last bytes are read as one word, loaded from the end of the buffer when it has eight: the word
+    /// holds those bytes in order, low byte first, and nothing of the bytes before them.
+    func testByteDigestTailIsTheLastBytesInOrder() {
+        for length in 0..<20 {
+            let bytes = (0..<length).map { UInt8(0x41 + $0) }
+            for start in max(0, length - 7)..<length {
+                let word = bytes.withUnsafeBytes { ByteDigest.tail(of: $0, from: start) }
+                var expected: UInt64 = 0
+                for (shift, byte) in bytes[start...].enumerated() { expected |= UInt64(byte) << (8 * UInt64(shift)) }
+                XCTAssertEqual(word, expected, "length \(length), from \(start)")
+            }
+        }
+    }
+
     /// A use's key is the name of its row in the database: a new way of writing it must write what was written.
     func testTokenUseKeyKeepsItsFormat() {
         let use = TokenUse(clientId: "Client-A", homeAccountId: "UID.utid", authority: "https://Login.example/T",

@@ -4,6 +4,9 @@
 public struct AccessMemo: Sendable {
     private var generation: UInt64 = 0
     private var unlimited: Set<String> = []
+    /// The client ID of `unlimited` allowed last: an app asks for its own client's tokens, and comparing with it
+    /// spares hashing the ID (SipHash over 36 bytes) on each hit.
+    private var lastUnlimited = ""
 
     public init() {}
 
@@ -14,9 +17,14 @@ public struct AccessMemo: Sendable {
         let current = access.generation
         if current != generation {
             unlimited.removeAll(keepingCapacity: true)
+            lastUnlimited = ""
             generation = current
         }
-        if unlimited.contains(clientId) { return true }
+        if !clientId.isEmpty, clientId == lastUnlimited { return true }
+        if unlimited.contains(clientId) {
+            lastUnlimited = clientId
+            return true
+        }
         guard case .allow = access.decide(caller, clientId: clientId, account: account, scopes: scopes) else { return false }
         if access.isUnlimited(caller.app, clientId: clientId) { unlimited.insert(clientId) }
         return true

@@ -30,6 +30,7 @@ public struct HitAudit {
         }
 
         public func hash(into hasher: inout Hasher) { hasher.combine(digest) }
+        public func _rawHashValue(seed: Int) -> Int { ByteDigest.tableHash(digest, seed: seed) }
 
         public static func == (a: Subject, b: Subject) -> Bool {
             a.digest == b.digest && a.clientId == b.clientId && a.homeAccountId == b.homeAccountId

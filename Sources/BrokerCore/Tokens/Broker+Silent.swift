@@ -36,14 +36,20 @@ public struct CachedHit: Sendable {
 }
 
 extension CachedHit {
-    fileprivate init(_ hit: Broker.LockedHit) {
-        let token = hit.token
+    /// The hit `readHit` and `cachedHit` both give, made under the lock: its strings are moved into place once.
+    /// (Taken out of the lock as another struct and copied into this one after, each hit retained and released its
+    /// strings twice more.)
+    fileprivate init(_ tokens: consuming HitTokens, plan: borrowing Broker.SilentPlan, use: consuming TokenUse,
+                     generation: UInt64, username: String, text: [UInt8]?) {
+        let token = tokens.accessToken
+        let until = min(token.expiresOn - expiryBufferSeconds, token.refreshOn ?? .max)
         self.init(outcome: TokenOutcome(accessToken: token.secret, tokenType: token.tokenType, expiresOn: token.expiresOn,
                                         extendedExpiresOn: token.extendedExpiresOn, refreshOn: token.refreshOn,
-                                        grantedScopes: token.target, idToken: hit.idToken, homeAccountId: hit.hid,
-                                        authority: hit.authority, source: "cache"),
-                  username: hit.username, accountText: hit.accountText, freshness: hit.freshness,
-                  idTokenUsername: hit.idTokenUsername, tokensNeedNoEscape: hit.tokensNeedNoEscape)
+                                        grantedScopes: token.target, idToken: tokens.idToken, homeAccountId: plan.hid,
+                                        authority: plan.authority.url, source: "cache"),
+                  username: username, accountText: text,
+                  freshness: HitFreshness(generation: generation, until: until, use: use),
+                  idTokenUsername: tokens.preferredUsername, tokensNeedNoEscape: tokens.tokensNeedNoEscape)
     }
 }
 
@@ -97,15 +103,16 @@ extension Broker {
         let now = now()
         // As a reader first: once its memos are made, a hit writes nothing; its use, once a minute, waits for the
         // next writer.
-        switch cell.withReadLock({ readHit(request, now: now, accountText: accountText, in: $0) }) {
+        let read = cell.withReadLock { readHit(request, now: now, accountText: accountText, in: $0) }
+        switch consume read {
         case .hit(let hit, let use):
             if let use { cell.noteUseLater(use) }
-            return CachedHit(hit)
+            return hit
         case .none: return nil
         case .needsWriter: break
         }
         switch cell.withLock({ cachedHit(request, now: now, accountText: accountText, in: &$0) }) {
-        case .hit(let hit): return CachedHit(hit)
+        case .hit(let hit): return hit
         case .none: return nil
         case .unread(let account):
             // While the cache loads: the account's rows are read outside the lock, then the lookup is made again.
@@ -118,13 +125,13 @@ extension Broker {
                     contents.cacheChanged()
                 }
                 guard case .hit(let hit) = cachedHit(request, now: now, accountText: accountText, in: &contents) else { return nil }
-                return CachedHit(hit)
+                return hit
             }
         }
     }
 
     fileprivate enum CachedLookup {
-        case hit(LockedHit)
+        case hit(CachedHit)
         case none
         /// The cache is still loading and this account has not been read yet (`CacheStore.account(of:)`).
         case unread(String)
@@ -132,7 +139,7 @@ extension Broker {
 
     fileprivate enum ReadLookup {
         /// The hit, and its use when the cache has not noted it within `TokenCache.hitUseResolution`.
-        case hit(LockedHit, use: TokenUse?)
+        case hit(CachedHit, use: TokenUse?)
         case none
         /// The hit needs a write before it can be answered: a memo to make (the authority, the account's text), an
         /// alias lookup to start, or an account still to read while the cache loads. `cachedHit` does it all.
@@ -163,7 +170,7 @@ extension Broker {
         let use = TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
                            scopes: plan.scopes, lastUsed: now)
         let unnoted = contents.cache.isNoted(use) ? nil : use  // a copy only for a use to note (once a minute)
-        return .hit(LockedHit(tokens, plan: plan, use: consume use, generation: contents.generation, username: username,
+        return .hit(CachedHit(tokens, plan: plan, use: use, generation: contents.generation, username: username,
                               text: text),
                     use: unnoted)
     }
@@ -199,36 +206,8 @@ extension Broker {
         let use = TokenUse(clientId: request.clientId, homeAccountId: plan.hid, authority: plan.authority.url,
                            scopes: plan.scopes, lastUsed: now)
         contents.cache.noteUse(use)
-        return .hit(LockedHit(tokens, plan: plan, use: use, generation: contents.generation, username: username, text: text))
-    }
-
-    /// What a hit takes out of the lock: the answer is put together after it (`CachedHit(_:)`), so that filling the
-    /// outcome keeps no other hit waiting.
-    fileprivate struct LockedHit {
-        var token: CachedAccessToken
-        var idToken: String?
-        var idTokenUsername: String?
-        var tokensNeedNoEscape: Bool
-        var hid: String
-        var authority: String
-        var username: String
-        var accountText: [UInt8]?
-        var freshness: HitFreshness
-
-        /// The hit `readHit` and `cachedHit` both give, once the account's text is known.
-        init(_ tokens: (accessToken: CachedAccessToken, idToken: String?, preferredUsername: String?, tokensNeedNoEscape: Bool),
-             plan: SilentPlan, use: TokenUse, generation: UInt64, username: String, text: [UInt8]?) {
-            token = tokens.accessToken
-            idToken = tokens.idToken
-            idTokenUsername = tokens.preferredUsername
-            tokensNeedNoEscape = tokens.tokensNeedNoEscape
-            hid = plan.hid
-            authority = plan.authority.url
-            self.username = username
-            accountText = text
-            freshness = HitFreshness(generation: generation,
-                                     until: min(token.expiresOn - expiryBufferSeconds, token.refreshOn ?? .max), use: use)
-        }
+        return .hit(CachedHit(tokens, plan: plan, use: use, generation: contents.generation, username: username,
+                              text: text))
     }
 
     /// Whether a hit's answer is still the answer, and if so, the hit is noted as a use (at most once a second, the
