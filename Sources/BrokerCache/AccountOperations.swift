@@ -167,6 +167,8 @@ extension TokenCache {
     /// newer. Unknown sections and fields come along verbatim.
     public mutating func merge(_ other: CacheDocument) -> ImportReport {
         var report = ImportReport()
+        // A row is marked per entry: room for all of them at once, not a doubling at a time (each rehashing them all).
+        changedRows.reserveCapacity(changedRows.count + other.entries.values.reduce(0) { $0 + $1.count })
         for kind in CredentialKind.allCases {
             for (key, incoming) in other.entries[kind] ?? [:] {
                 let existing = sameCredential(as: incoming, kind: kind)

@@ -9,6 +9,20 @@ public enum CredentialKind: String, CaseIterable, Sendable, Hashable {
     case appMetadata = "AppMetadata"
 
     public var sectionName: String { rawValue }
+
+    /// By the case, not by the raw value a raw-valued enum hashes by default: a table keyed by the kind ran SipHash
+    /// over its section's name at every lookup (an import makes several a token).
+    public func hash(into hasher: inout Hasher) {
+        let ordinal: UInt8
+        switch self {
+        case .accessToken: ordinal = 0
+        case .refreshToken: ordinal = 1
+        case .idToken: ordinal = 2
+        case .account: ordinal = 3
+        case .appMetadata: ordinal = 4
+        }
+        hasher.combine(ordinal)
+    }
 }
 
 /// One entry of the unified cache, kept the way msal-python keeps it: as the object that was read.

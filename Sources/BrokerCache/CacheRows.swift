@@ -15,6 +15,25 @@ public enum CacheRow: Hashable, Sendable {
     case state
     /// A fact the network told brokerd (`NetworkMemory.key`): a discovery document, alias groups, a tenant id.
     case learned(String)
+
+    /// A row's text hashed by its `ByteDigest`: an import marks a row per entry, and SipHash over each key of 150
+    /// bytes, at each insert and again at each growth of the set, was a twentieth of the import.
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .entry(let kind, let key): Self.combine(0, kind, key, into: &hasher)
+        case .opaque(let kind, let key): Self.combine(1, kind, key, into: &hasher)
+        case .section(let name): Self.combine(2, nil, name, into: &hasher)
+        case .use(let key): Self.combine(3, nil, key, into: &hasher)
+        case .state: hasher.combine(UInt8(4))
+        case .learned(let key): Self.combine(5, nil, key, into: &hasher)
+        }
+    }
+
+    private static func combine(_ tag: UInt8, _ kind: CredentialKind?, _ text: String, into hasher: inout Hasher) {
+        hasher.combine(tag)
+        if let kind { hasher.combine(kind) }
+        hasher.combine(ByteDigest.of(text))
+    }
 }
 
 /// A row and its current content (nil when it was removed).

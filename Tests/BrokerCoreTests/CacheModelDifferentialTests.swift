@@ -276,6 +276,31 @@ final class CacheModelDifferentialTests: XCTestCase {
 
     /// A hit notes a use; the writer writes what is marked for as long as something is. A hit must mark nothing but a
     /// new use (or one whose time moved by the resolution): never the state row.
+    /// Rows are hashed by their key's digest and their kind's case: rows alike but for their kind, their case or one
+    /// byte of the key stay apart, and a row marked again (its key made anew) is the same row.
+    func testChangedRowsApartByKindCaseAndKey() {
+        let keys = (0..<200).map { "uid\($0).utid-login.microsoftonline.com-accesstoken-client-a-utid-user.read" }
+        var rows: Set<CacheRow> = [.state]
+        for key in keys {
+            for kind in CredentialKind.allCases {
+                rows.insert(.entry(kind, key: key))
+                rows.insert(.opaque(kind, key: key))
+            }
+            rows.insert(.use(key))
+            rows.insert(.learned(key))
+            rows.insert(.section(key))
+        }
+        XCTAssertEqual(rows.count, keys.count * (CredentialKind.allCases.count * 2 + 3) + 1)
+        for key in keys {
+            let again = String(decoding: Array(key.utf8), as: UTF8.self)
+            XCTAssertFalse(rows.insert(.entry(.idToken, key: again)).inserted, key)
+            XCTAssertFalse(rows.contains(.entry(.idToken, key: again + " ")), key)
+        }
+        XCTAssertEqual(rows.count, keys.count * (CredentialKind.allCases.count * 2 + 3) + 1)
+        let sections = Dictionary(uniqueKeysWithValues: CredentialKind.allCases.map { ($0, $0.sectionName) })
+        XCTAssertEqual(CredentialKind.allCases.map { sections[$0] }, CredentialKind.allCases.map(\.rawValue))
+    }
+
     func testNotingAUseMarksOnlyANewOrMovedUse() {
         var cache = TokenCache()
         let use = TokenUse(clientId: "client-a", homeAccountId: "uid1.utid1", authority: "https://login.example/t",
