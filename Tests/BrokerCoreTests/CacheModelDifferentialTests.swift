@@ -274,8 +274,6 @@ final class CacheModelDifferentialTests: XCTestCase {
         XCTAssertNil(cache.memoizedAccountSummary(homeAccountId: "uid9.utid1"))
     }
 
-    /// A hit notes a use; the writer writes what is marked for as long as something is. A hit must mark nothing but a
-    /// new use (or one whose time moved by the resolution): never the state row.
     /// Rows are hashed by their key's digest and their kind's case: rows alike but for their kind, their case or one
     /// byte of the key stay apart, and a row marked again (its key made anew) is the same row.
     func testChangedRowsApartByKindCaseAndKey() {
@@ -301,6 +299,8 @@ final class CacheModelDifferentialTests: XCTestCase {
         XCTAssertEqual(CredentialKind.allCases.map { sections[$0] }, CredentialKind.allCases.map(\.rawValue))
     }
 
+    /// A hit notes a use; the writer writes what is marked for as long as something is. A hit must mark nothing but a
+    /// new use (or one whose time moved by the resolution): never the state row.
     func testNotingAUseMarksOnlyANewOrMovedUse() {
         var cache = TokenCache()
         let use = TokenUse(clientId: "client-a", homeAccountId: "uid1.utid1", authority: "https://login.example/t",
