@@ -173,6 +173,9 @@ struct AccessTokenIndex: Sendable {
     private var buckets: [Bucket: AccessTokenBucket] = [:]
     /// Each target text held, split once (a cache's tokens hold a few sets of scopes). Never shrinks, as `strings`.
     private var targets: [String: IndexedTarget] = [:]
+    /// The clients each account has a bucket of, by the account's number: an account's summary lists every token of
+    /// every client (`forEachToken(ofAccount:)`).
+    private var clientsByAccount: [UInt32: [UInt32]] = [:]
 
     /// Files every access token of a section as a load reads it: each bucket sized for its tokens first (grown one
     /// token at a time, a bucket of 10 tokens had room for 16: 8 MiB of a loaded cache of 100,000 tokens), each
@@ -185,7 +188,10 @@ struct AccessTokenIndex: Sendable {
             return bucket
         }
         buckets.reserveCapacity(buckets.count + counts.count)
-        for (bucket, count) in counts where buckets[bucket] == nil { buckets[bucket] = AccessTokenBucket(capacity: count) }
+        for (bucket, count) in counts where buckets[bucket] == nil {
+            buckets[bucket] = AccessTokenBucket(capacity: count)
+            clientsByAccount[bucket.account, default: []].append(bucket.client)
+        }
         // A dictionary not changed in between gives its members in the same order.
         for ((key, entity), bucket) in zip(section, filing) {
             guard let bucket else { continue }
@@ -217,6 +223,7 @@ struct AccessTokenIndex: Sendable {
     }
 
     private mutating func insert(_ key: String, _ entity: CacheEntity, into bucket: Bucket, target: IndexedTarget) {
+        if buckets[bucket] == nil { clientsByAccount[bucket.account, default: []].append(bucket.client) }
         buckets[bucket, default: AccessTokenBucket()].append(
             IndexedAccessToken(key: key, entity: entity), answer: CachedAccessToken(entity, target: target.scopes),
             environment: strings.intern(entity.environment ?? ""), realm: strings.intern(entity.realm ?? ""),
@@ -246,7 +253,32 @@ struct AccessTokenIndex: Sendable {
               let client = strings.number(of: entity.clientId ?? "") else { return }
         let bucket = Bucket(account: account, client: client)
         buckets[bucket]?.remove(key: key)
-        if buckets[bucket]?.isEmpty == true { buckets[bucket] = nil }
+        guard buckets[bucket]?.isEmpty == true else { return }
+        buckets[bucket] = nil
+        clientsByAccount[account]?.removeAll { $0 == client }
+        if clientsByAccount[account]?.isEmpty == true { clientsByAccount[account] = nil }
+    }
+
+    /// The access tokens of the account numbered `account` (`strings`) as its summary lists them, by the client they
+    /// are filed under (lowercased; tokens without a client left out): their scopes as split once, their realm and
+    /// expiry as their entries give them. From the buckets: finding each entry in the document again and splitting
+    /// its target was a fifth of an account's first hit.
+    func summaryTokens(ofAccount account: UInt32) -> [(client: String, tokens: [AccountSummary.AccessTokenInfo])] {
+        (clientsByAccount[account] ?? []).compactMap { client in
+            guard let slot = buckets.index(forKey: Bucket(account: account, client: client)) else { return nil }
+            let bucket = buckets.values[slot], name = strings[client]
+            var tokens: [AccountSummary.AccessTokenInfo] = []
+            tokens.reserveCapacity(bucket.tokens.count)
+            for index in bucket.tokens.indices {
+                let entity = bucket.tokens[index].entity
+                if name.isEmpty, entity.clientId == nil { continue }  // filed under "", as a client of "" is
+                // The two keep a missing expiry apart from any number: `.min` among the candidates, 0 in the answers.
+                let expiresOn: Int64? = bucket.candidates[index].expiresOn == .min && bucket.answers[index].expiresOn == 0
+                    ? nil : bucket.answers[index].expiresOn
+                tokens.append(.init(scopes: bucket.answers[index].target, realm: entity.realm, expiresOn: expiresOn))
+            }
+            return tokens.isEmpty ? nil : (name, tokens)
+        }
     }
 
     /// MSAL's access-token match (reference §3.2) on typed fields: the longest-lived token of the account and client,

@@ -47,11 +47,8 @@ extension TokenCache {
             apps[client, default: .init(client)].hasRefreshToken = true
             if apps[client]!.familyId == nil { apps[client]!.familyId = rt.familyId }
         }
-        for (_, at) in find(.accessToken, CacheQuery(homeAccountId: hid)) {
-            guard let client = at.clientId?.lowercasedIfNeeded else { continue }
-            apps[client, default: .init(client)].accessTokens.append(
-                .init(scopes: at.target, realm: at.realm, expiresOn: at.expiresOn))
-        }
+        let tokensByClient = accessTokens.strings.number(of: hid).map { accessTokens.summaryTokens(ofAccount: $0) } ?? []
+        for (client, tokens) in tokensByClient { apps[client, default: .init(client)].accessTokens = tokens }
         let hiddenFrom = state.hidden.filter { $0.value.contains(hid) }.map(\.key).sorted()
         var summary = AccountSummary(
             homeAccountId: primary.homeAccountId ?? hid,

@@ -159,16 +159,14 @@ public struct TokenCache: Sendable {
 
     /// Entries of `kind` matching `query`: with a home account, only that account's entries are looked at.
     public func find(_ kind: CredentialKind, _ query: CacheQuery) -> [(key: String, entity: CacheEntity)] {
-        guard let section = document.entries[kind] else { return [] }
         guard let hid = query.homeAccountId else {
+            guard let section = document.entries[kind] else { return [] }
             return section.compactMap { matches($0.value, query) ? ($0.key, $0.value) : nil }
         }
-        let keys = index.keys(kind, account: hid.lowercasedIfNeeded)
+        let entries = index.entries(kind, account: hid.lowercasedIfNeeded)
         var found: [(key: String, entity: CacheEntity)] = []
-        found.reserveCapacity(keys.count)
-        for key in keys {
-            if let entity = section[key.text], matches(entity, query) { found.append((key.text, entity)) }
-        }
+        found.reserveCapacity(entries.count)
+        for (key, entity) in entries where matches(entity, query) { found.append((key.text, entity)) }
         return found
     }
 

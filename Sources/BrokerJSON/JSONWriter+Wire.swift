@@ -40,6 +40,38 @@ extension JSONWriter {
         }
     }
 
+    /// What `writeWire(JSONValueEncoder().encode(value))` writes: the encoder's canonical form (members sorted, the
+    /// last of equal keys kept, numbers as the encoder writes them), without making the canonical tree first. An
+    /// account's text carries its id token's claims so, and the tree was a twelfth of the account's first hit.
+    public static func writeCanonicalWire(_ value: JSONValue, into out: inout [UInt8]) throws {
+        switch value {
+        case .null, .bool, .string:
+            writeWire(value, into: &out)
+        case .number(let literal) where Int64(literal).map({ String($0) == literal }) == true:
+            out.append(contentsOf: literal.utf8)
+        case .number, .raw:
+            writeWire(try ValueEncoder.canonical(value, sortedKeys: true, at: { .root }), into: &out)
+        case .array(let elements):
+            out.append(UInt8(ascii: "["))
+            for (index, element) in elements.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                try writeCanonicalWire(element, into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        case .object(let object):
+            var members = object.members
+            ObjectBox.order(&members, sortedKeys: true)
+            out.append(UInt8(ascii: "{"))
+            for (index, member) in members.enumerated() {
+                if index > 0 { out.append(UInt8(ascii: ",")) }
+                writeWireString(member.key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                try writeCanonicalWire(member.value, into: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+    }
+
     /// An integer as `String(value)` writes it, without making the String (a cache hit's answer has two or three).
     public static func writeInteger(_ value: Int64, into out: inout [UInt8]) {
         // Written backwards on the stack (a sign and 19 digits at most), then appended at once: appending the digits'

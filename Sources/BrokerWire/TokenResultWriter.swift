@@ -85,7 +85,7 @@ enum TokenResultWriter {
         if let claims = account.accountClaims {
             key("\"accountClaims\":", &first, &out)
             // Claims are whatever the id_token held: the encoder's canonical form (sorted, numbers normalised).
-            JSONWriter.writeWire(try JSONValueEncoder().encode(claims), into: &out)
+            try JSONWriter.writeCanonicalWire(claims, into: &out)
         }
         key("\"apps\":", &first, &out)
         out.append(UInt8(ascii: "["))

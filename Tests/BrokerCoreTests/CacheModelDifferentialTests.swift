@@ -240,6 +240,7 @@ final class CacheModelDifferentialTests: XCTestCase {
         }
         for hid in accounts {
             let built = cache.accountSummary(homeAccountId: hid, now: now)
+            if let built { checkListedTokens(built, cache, context: "seed \(seed) step \(step): \(hid)") }
             XCTAssertEqual(cache.memoizedAccountSummary(homeAccountId: hid), built, "seed \(seed) step \(step): \(hid)")
             let memoized = cache.memoizedAccount(homeAccountId: hid, text: text)
             XCTAssertEqual(memoized?.text, built.flatMap(text), "seed \(seed) step \(step): \(hid)")
@@ -249,6 +250,26 @@ final class CacheModelDifferentialTests: XCTestCase {
             XCTAssertEqual(read?.text, built.flatMap(text), "seed \(seed) step \(step): \(hid)")
             XCTAssertEqual(read?.username, built?.username, "seed \(seed) step \(step): \(hid)")
         }
+    }
+
+    /// The access tokens a summary lists for each app (read from the typed index) are those the account's entries
+    /// give, scopes, realm and expiry as the entries have them, the latest expiry first.
+    private func checkListedTokens(_ summary: AccountSummary, _ cache: TokenCache, context: String) {
+        func line(_ scopes: [String], _ realm: String?, _ expiresOn: Int64?) -> String {
+            "\(scopes.joined(separator: " ")) \(realm ?? "-") \(expiresOn.map(String.init) ?? "none")"
+        }
+        var expected: [String: [String]] = [:]
+        for (_, token) in cache.find(.accessToken, CacheQuery(homeAccountId: summary.homeAccountId)) {
+            guard let client = token.clientId?.lowercased() else { continue }
+            expected[client, default: []].append(line(token.target, token.realm, token.expiresOn))
+        }
+        var listed: [String: [String]] = [:]
+        for app in summary.apps where !app.accessTokens.isEmpty {
+            listed[app.clientId, default: []] += app.accessTokens.map { line($0.scopes, $0.realm, $0.expiresOn) }
+            let expiries = app.accessTokens.map { $0.expiresOn ?? 0 }
+            XCTAssertEqual(expiries, expiries.sorted(by: >), context)
+        }
+        XCTAssertEqual(listed.mapValues { $0.sorted() }, expected.mapValues { $0.sorted() }, context)
     }
 
     /// Hiding an account from an app and flagging it for sign-in change brokerd's state, not the entries: the
