@@ -74,7 +74,7 @@ extension ClientConnection {
         // A request asked before, whose answer still holds, is answered before it is even parsed.
         // Scanned once: the memo looks its answer up by it, and a hit made below is remembered by it. Not scanned
         // while the memo serves none of this connection's requests.
-        let shape = memory.answers.consultsNextLine() ? RequestLineShape(line) : nil
+        let shape = memory.answers.consultsNextLine() ? memory.answers.shape(of: line) : nil
         if !state.isDraining, let answer = router.rememberedAnswer(line, shape: shape, from: peer, memory: &memory) {
             countRememberedAnswer()
             send(answer)

@@ -43,6 +43,12 @@ struct SilentAnswerMemo {
     /// (`MemoUsefulness`), and then the line is not scanned for its shape either.
     mutating func consultsNextLine() -> Bool { usefulness.consultsNextLine() }
 
+    /// The shape of `line`: from the pattern of the line answered last when it tells (another request of the same
+    /// app, `RepeatedRequestPattern.shape(of:)`), else by the scan.
+    func shape(of line: [UInt8]) -> RequestLineShape? {
+        last?.pattern.shape(of: line) ?? RequestLineShape(line)
+    }
+
     /// The answer to `line` when it is the request answered last, asked again, and that answer still holds.
     mutating func answer(repeating line: UnsafeRawBufferPointer, broker: Broker) -> RememberedAnswer? {
         guard let last, let values = last.pattern.match(line) else { return nil }

@@ -80,6 +80,63 @@ public struct RepeatedRequestPattern: Sendable {
         }
     }
 
+    /// The shape of `candidate` (a line without its newline) when it is another request of the same app, found
+    /// without the scan: it begins as this pattern does, byte for byte, up to the id, whose value is a plain integer
+    /// or a string without escapes, the rest has no backslash and no `"id"`, and the line no `"correlationId"`.
+    /// Then nothing in the rest can be a key the scan cuts at (a key is written as it is, having no escape), and the
+    /// id is the top level's (the pattern's line was scanned up to it): the scan would cut the line at the id alone.
+    /// nil otherwise, for the scan to decide. The scan was a third of answering a request the memo holds.
+    public func shape(of candidate: [UInt8]) -> RequestLineShape? {
+        let start = idRange.lowerBound
+        let idEnd = candidate.withUnsafeBytes { bytes -> Int? in
+            guard let base = bytes.baseAddress, bytes.count > start else { return nil }
+            let prefixMatches = line.withUnsafeBytes { memcmp(base, $0.baseAddress!, start) == 0 }
+            guard prefixMatches, let end = Self.valueEnd(bytes, from: start),
+                  Self.id(UnsafeRawBufferPointer(rebasing: bytes[start..<end])) != nil else { return nil }
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[end...])
+            guard rest.isEmpty || memchr(rest.baseAddress!, Int32(UInt8(ascii: "\\")), rest.count) == nil,
+                  !Self.holdsCutKey(UnsafeRawBufferPointer(bytes), idFrom: end) else { return nil }
+            return end
+        }
+        return idEnd.map { RequestLineShape(candidate, id: start..<$0, correlationId: nil) }
+    }
+
+    /// Whether `"correlationId"` is anywhere in the line (the pattern's may lie before its id), or `"id"` at or after
+    /// `idFrom`. Both end in `d"`: eight places at a time are tested for a `d` before a quote (the classic zero-byte
+    /// test on the word and on the word a byte on, which may flag a place above a true one: each is checked).
+    static func holdsCutKey(_ bytes: UnsafeRawBufferPointer, idFrom: Int) -> Bool {
+        guard let base = bytes.baseAddress else { return false }
+        let count = bytes.count, ones: UInt64 = 0x0101_0101_0101_0101, highs: UInt64 = 0x8080_8080_8080_8080
+        var index = 0
+        while index &+ 9 <= count {
+            let word = base.loadUnaligned(fromByteOffset: index, as: UInt64.self) ^ (ones &* 0x64)
+            let next = base.loadUnaligned(fromByteOffset: index &+ 1, as: UInt64.self) ^ (ones &* 0x22)
+            var flags = (word &- ones) & ~word & (next &- ones) & ~next & highs
+            while flags != 0 {
+                if isCutKey(base, count, endingAt: index &+ flags.trailingZeroBitCount &>> 3, idFrom: idFrom) { return true }
+                flags &= flags &- 1
+            }
+            index &+= 8
+        }
+        while index &+ 1 < count {
+            if isCutKey(base, count, endingAt: index, idFrom: idFrom) { return true }
+            index &+= 1
+        }
+        return false
+    }
+
+    /// Whether the `d` at `place` ends `"id"` (at or after `idFrom`) or `"correlationId"`.
+    private static func isCutKey(_ base: UnsafeRawPointer, _ count: Int, endingAt place: Int, idFrom: Int) -> Bool {
+        let bytes = UnsafeRawBufferPointer(start: base, count: count)
+        guard bytes[place] == UInt8(ascii: "d"), bytes[place + 1] == UInt8(ascii: "\"") else { return false }
+        if place - 2 >= idFrom, place >= 2, bytes[place - 2] == UInt8(ascii: "\""), bytes[place - 1] == UInt8(ascii: "i") {
+            return true
+        }
+        let head: StaticString = "\"correlationI"
+        return place >= head.utf8CodeUnitCount
+            && memcmp(base + place - head.utf8CodeUnitCount, head.utf8Start, head.utf8CodeUnitCount) == 0
+    }
+
     /// Past the value that starts at `start`: a string through its closing quote (nil if it has an escape or a
     /// control character, or does not end), anything else through the last byte before one that ends a JSON word.
     private static func valueEnd(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int? {

@@ -95,9 +95,14 @@ public struct RequestLineShape: Sendable {
             var scanner = Scanner(buffer)
             return scanner.scan()
         }) else { return nil }
-        var cuts = [ranges.id]
-        if let correlationId = ranges.correlationId {
-            if correlationId.lowerBound < ranges.id.lowerBound { cuts.insert(correlationId, at: 0) } else { cuts.append(correlationId) }
+        self.init(line, id: ranges.id, correlationId: ranges.correlationId)
+    }
+
+    /// The shape with the two values where they are known to lie (`RepeatedRequestPattern.shape(of:)`).
+    init(_ line: [UInt8], id idRange: Range<Int>, correlationId correlationIdRange: Range<Int>?) {
+        var cuts = [idRange]
+        if let correlationId = correlationIdRange {
+            if correlationId.lowerBound < idRange.lowerBound { cuts.insert(correlationId, at: 0) } else { cuts.append(correlationId) }
         }
         var key: [UInt8] = []
         key.reserveCapacity(line.count)
@@ -110,8 +115,8 @@ public struct RequestLineShape: Sendable {
         key += line[cursor...]
         self.key = Key(bytes: key)
         self.line = line
-        idRange = ranges.id
-        correlationIdRange = ranges.correlationId
+        self.idRange = idRange
+        self.correlationIdRange = correlationIdRange
     }
 
     /// Walks the line once. Works on the line's buffer and keeps no heap state (this runs for every request, before

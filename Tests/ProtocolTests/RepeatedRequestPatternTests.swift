@@ -117,4 +117,57 @@ final class RepeatedRequestPatternTests: XCTestCase {
         // The clean repeats (a plain id and correlation id, nothing else changed) are a good share of the lines.
         XCTAssertGreaterThan(matched, checked / 10, "the pattern matched almost nothing: \(matched) of \(checked)")
     }
+
+    /// The shape a pattern gives another line without the scan (`shape(of:)`) must be the scan's: the same key, id
+    /// and correlation id. It does not check the line is JSON: a line the scan refuses may get one, and must then be
+    /// one the parser refuses too (its key, the line less a valid id, then is no valid line's key, and the memo finds
+    /// nothing under it). Lines of the same app with other params, keys named `id` or `correlationId` elsewhere,
+    /// escapes, duplicate ids and broken lines, made by a seeded generator; it must also find the plain ones.
+    func testAShapeFoundWithoutTheScanIsTheScans() throws {
+        let prefixes = [#"{"jsonrpc":"2.0","id":"#, #"{"id":"#, #"{"jsonrpc":"2.0","method":"acquireTokenSilently","id":"#]
+        let ids = ["1", "42", #""s""#, #""x\"y""#, "1.5", "null", #""id""#, "{}"]
+        let members = [#""clientId":"app""#, #""scopes":["User.Read"]"#, #""scopes":["id"]"#,
+                       #""account":{"homeAccountId":"uid.utid"}"#, #""account":{"id":"x"}"#, #""correlationId":"c""#,
+                       #""authority":"https://login.example/\u0041""#, #""note":"end d\"""#, #""x":{"id":2}"#,
+                       #""forceRefresh":false"#, #""claims":"{}""#]
+        let tails = [#","method":"acquireTokenSilently"}"#, "}", #","id":2}"#, #","extra":[1,{"a":"d"}]}"#, "", "}}"]
+        var generator = SplitMix(seed: 0xC0DE)
+        func pick<T>(_ list: [T]) -> T { list[Int(generator.next() % UInt64(list.count))] }
+        func randomLine() -> [UInt8] {
+            let params = (0..<Int(generator.next() % 5)).map { _ in pick(members) }.joined(separator: ",")
+            return Array((pick(prefixes) + pick(ids) + #","params":{"# + params + "}" + pick(tails)).utf8)
+        }
+        var patterns: [RepeatedRequestPattern] = []
+        while patterns.count < 12 {
+            let bytes = randomLine()
+            if let shape = RequestLineShape(bytes) { patterns.append(RepeatedRequestPattern(line: bytes, shape: shape)) }
+        }
+        var found = 0, plain = 0
+        for _ in 0..<20_000 {
+            let pattern = pick(patterns), bytes = randomLine()
+            let scanned = RequestLineShape(bytes)
+            guard let shape = pattern.shape(of: bytes) else { continue }
+            found += 1
+            let text = String(decoding: bytes, as: UTF8.self)
+            guard let scan = scanned else {
+                if case .single(.success) = RPCEnvelope.parse(bytes) { XCTFail("the scan refuses a request: \(text)") }
+                continue
+            }
+            XCTAssertEqual(shape.key, scan.key, text)
+            XCTAssertEqual(shape.id, scan.id, text)
+            XCTAssertEqual(shape.correlationId, scan.correlationId, text)
+        }
+        // And the lines an app sends again with other params: a plain id, no correlation id, nothing escaped.
+        for index in 0..<200 {
+            let template = line(id: "\(index)")
+            let base = try pattern(template)
+            let other = Array(line(id: "\(index + 1)").replacingOccurrences(of: "User.Read", with: "Mail.Send \(index)").utf8)
+            if let shape = base.shape(of: other) {
+                plain += 1
+                XCTAssertEqual(shape.key, RequestLineShape(other)?.key)
+            }
+        }
+        XCTAssertGreaterThan(found, 1_000, "the pattern gave almost no shape: \(found)")
+        XCTAssertEqual(plain, 200)
+    }
 }
