@@ -80,9 +80,12 @@ enum JSONNumberText {
     }
 
     /// A literal as a Double that JSON can carry: beyond Double's range (`1e400`, from any IdP's id_token) it is
-    /// the largest finite one, so that a value the reader took can always be encoded again.
+    /// the largest finite one, so that a value the reader took can always be encoded again. A zero with a sign
+    /// (`-0.0`, `-0E12`, `-1e-400`) is 0: written `-0`, it would be read back as the integer 0 and written `0`, and
+    /// a value must encode to the same bytes each time (found by the json-reader fuzz target).
     static func finiteDouble(_ literal: String) -> Double {
         let value = Double(literal) ?? 0
+        if value == 0 { return 0 }
         guard value.isInfinite else { return value }
         return value < 0 ? -.greatestFiniteMagnitude : .greatestFiniteMagnitude
     }

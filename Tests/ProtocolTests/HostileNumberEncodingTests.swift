@@ -15,6 +15,16 @@ final class HostileNumberEncodingTests: XCTestCase {
         XCTAssertEqual(try JSONValueEncoder().encode(claims), try JSONValueEncoder().encode(Holder(claims: claims)).objectValue?["claims"])
     }
 
+    /// A zero with a sign is written `0`: as `-0` it was read back as the integer 0 and written `0` the second time.
+    func testASignedZeroEncodesAsZeroEveryTime() throws {
+        for literal in ["-0E12", "-0.0", "-1e-400", "0.0e5"] {
+            let first = try JSONValueEncoder().encodeToBytes(Holder(claims: .number(literal)))
+            XCTAssertEqual(String(decoding: first, as: UTF8.self), #"{"claims":0}"#, literal)
+            let again = try JSONValueEncoder().encodeToBytes(try JSONValueDecoder().decode(Holder.self, from: first))
+            XCTAssertEqual(again, first, literal)
+        }
+    }
+
     func testAnAccountWithSuchClaimsEncodes() throws {
         let account = Account(homeAccountId: "fake-hid", username: "", environment: "idp.example", realm: "r",
                               localAccountId: nil, name: nil, authorityType: nil, tenantProfiles: [], apps: [],
