@@ -273,9 +273,10 @@ struct AccessTokenIndex: Sendable {
                 let entity = bucket.tokens[index].entity
                 if name.isEmpty, entity.clientId == nil { continue }  // filed under "", as a client of "" is
                 // The two keep a missing expiry apart from any number: `.min` among the candidates, 0 in the answers.
-                let expiresOn: Int64? = bucket.candidates[index].expiresOn == .min && bucket.answers[index].expiresOn == 0
-                    ? nil : bucket.answers[index].expiresOn
-                tokens.append(.init(scopes: bucket.answers[index].target, realm: entity.realm, expiresOn: expiresOn))
+                let answer = bucket.answers[index]
+                let missing = bucket.candidates[index].expiresOn == .min && answer.expiresOn == 0
+                let expiresOn = missing ? nil : answer.expiresOn
+                tokens.append(.init(scopes: answer.target, realm: entity.realm, expiresOn: expiresOn))
             }
             return tokens.isEmpty ? nil : (name, tokens)
         }

@@ -47,7 +47,8 @@ extension TokenCache {
             apps[client, default: .init(client)].hasRefreshToken = true
             if apps[client]!.familyId == nil { apps[client]!.familyId = rt.familyId }
         }
-        let tokensByClient = accessTokens.strings.number(of: hid).map { accessTokens.summaryTokens(ofAccount: $0) } ?? []
+        let account = accessTokens.strings.number(of: hid)
+        let tokensByClient = account.map { accessTokens.summaryTokens(ofAccount: $0) } ?? []
         for (client, tokens) in tokensByClient { apps[client, default: .init(client)].accessTokens = tokens }
         let hiddenFrom = state.hidden.filter { $0.value.contains(hid) }.map(\.key).sorted()
         var summary = AccountSummary(

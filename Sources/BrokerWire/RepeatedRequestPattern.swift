@@ -113,7 +113,8 @@ public struct RepeatedRequestPattern: Sendable {
             let next = base.loadUnaligned(fromByteOffset: index &+ 1, as: UInt64.self) ^ (ones &* 0x22)
             var flags = (word &- ones) & ~word & (next &- ones) & ~next & highs
             while flags != 0 {
-                if isCutKey(base, count, endingAt: index &+ flags.trailingZeroBitCount &>> 3, idFrom: idFrom) { return true }
+                let place = index &+ flags.trailingZeroBitCount &>> 3
+                if isCutKey(base, count, endingAt: place, idFrom: idFrom) { return true }
                 flags &= flags &- 1
             }
             index &+= 8
@@ -129,7 +130,8 @@ public struct RepeatedRequestPattern: Sendable {
     private static func isCutKey(_ base: UnsafeRawPointer, _ count: Int, endingAt place: Int, idFrom: Int) -> Bool {
         let bytes = UnsafeRawBufferPointer(start: base, count: count)
         guard bytes[place] == UInt8(ascii: "d"), bytes[place + 1] == UInt8(ascii: "\"") else { return false }
-        if place - 2 >= idFrom, place >= 2, bytes[place - 2] == UInt8(ascii: "\""), bytes[place - 1] == UInt8(ascii: "i") {
+        let quote = UInt8(ascii: "\"")
+        if place - 2 >= idFrom, place >= 2, bytes[place - 2] == quote, bytes[place - 1] == UInt8(ascii: "i") {
             return true
         }
         let head: StaticString = "\"correlationI"

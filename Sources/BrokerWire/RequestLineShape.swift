@@ -102,7 +102,11 @@ public struct RequestLineShape: Sendable {
     init(_ line: [UInt8], id idRange: Range<Int>, correlationId correlationIdRange: Range<Int>?) {
         var cuts = [idRange]
         if let correlationId = correlationIdRange {
-            if correlationId.lowerBound < idRange.lowerBound { cuts.insert(correlationId, at: 0) } else { cuts.append(correlationId) }
+            if correlationId.lowerBound < idRange.lowerBound {
+                cuts.insert(correlationId, at: 0)
+            } else {
+                cuts.append(correlationId)
+            }
         }
         var key: [UInt8] = []
         key.reserveCapacity(line.count)

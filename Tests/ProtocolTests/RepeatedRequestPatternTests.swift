@@ -124,7 +124,8 @@ final class RepeatedRequestPatternTests: XCTestCase {
     /// nothing under it). Lines of the same app with other params, keys named `id` or `correlationId` elsewhere,
     /// escapes, duplicate ids and broken lines, made by a seeded generator; it must also find the plain ones.
     func testAShapeFoundWithoutTheScanIsTheScans() throws {
-        let prefixes = [#"{"jsonrpc":"2.0","id":"#, #"{"id":"#, #"{"jsonrpc":"2.0","method":"acquireTokenSilently","id":"#]
+        let prefixes = [#"{"jsonrpc":"2.0","id":"#, #"{"id":"#,
+                        #"{"jsonrpc":"2.0","method":"acquireTokenSilently","id":"#]
         let ids = ["1", "42", #""s""#, #""x\"y""#, "1.5", "null", #""id""#, "{}"]
         let members = [#""clientId":"app""#, #""scopes":["User.Read"]"#, #""scopes":["id"]"#,
                        #""account":{"homeAccountId":"uid.utid"}"#, #""account":{"id":"x"}"#, #""correlationId":"c""#,
@@ -140,7 +141,8 @@ final class RepeatedRequestPatternTests: XCTestCase {
         var patterns: [RepeatedRequestPattern] = []
         while patterns.count < 12 {
             let bytes = randomLine()
-            if let shape = RequestLineShape(bytes) { patterns.append(RepeatedRequestPattern(line: bytes, shape: shape)) }
+            guard let shape = RequestLineShape(bytes) else { continue }
+            patterns.append(RepeatedRequestPattern(line: bytes, shape: shape))
         }
         var found = 0, plain = 0
         for _ in 0..<20_000 {
@@ -161,7 +163,8 @@ final class RepeatedRequestPatternTests: XCTestCase {
         for index in 0..<200 {
             let template = line(id: "\(index)")
             let base = try pattern(template)
-            let other = Array(line(id: "\(index + 1)").replacingOccurrences(of: "User.Read", with: "Mail.Send \(index)").utf8)
+            let text = line(id: "\(index + 1)").replacingOccurrences(of: "User.Read", with: "Mail.Send \(index)")
+            let other = Array(text.utf8)
             if let shape = base.shape(of: other) {
                 plain += 1
                 XCTAssertEqual(shape.key, RequestLineShape(other)?.key)
