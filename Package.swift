@@ -140,7 +140,7 @@ let package = Package(
         .testTarget(name: "BrokerctlTests", dependencies: ["brokerctl"]),
         .testTarget(name: "BrokerIntegrationTests", dependencies: ["BrokerClient", "BrokerProtocol", "BrokerJSON"]),
         // The socket front end's pure translations (failures as JSON-RPC errors) and its request queue.
-        .testTarget(name: "BrokerServerTests", dependencies: ["BrokerServer", "BrokerCore", "BrokerProtocol", "BrokerJSON"]),
+        .testTarget(name: "BrokerServerTests", dependencies: ["BrokerServer", "BrokerCore", "BrokerCache", "BrokerProtocol", "BrokerJSON"]),
         // broker1's pure translations (the answers it writes), without a bus.
         .testTarget(name: "BrokerDBusTests", dependencies: ["BrokerDBus", "BrokerCore", "BrokerJSON"]),
         // The client library's own logic: brokerd's errors as the cases an app switches on.

@@ -73,9 +73,9 @@ extension TokenCache {
         )
         // accountClaims: the id_token of the primary tenant profile (any client's; they carry the same user). Decoded
         // here, when a summary is built (once per change of the account, `memoizedAccount`), not kept for every id
-        // token from the load on.
+        // token from the load on; kept as the text an answer writes (a tree is read from it only when asked for).
         if let (_, idToken) = find(.idToken, CacheQuery(homeAccountId: hid, realm: primary.realm ?? "")).first {
-            summary.accountClaims = idToken.secret.flatMap { try? JWTPayload.claims(of: $0) }
+            summary.accountClaimsText = idToken.secret.flatMap { try? JWTPayload.canonicalClaims(of: $0) }
         }
         return summary
     }

@@ -35,8 +35,15 @@ public struct AccountSummary: Sendable, Equatable {
     /// Clients this account was removed from (per-app removal hides it from them).
     public var hiddenFrom: [String]
     public var signInRequired: Bool
-    /// The claims of the account's id_token in its home tenant (MSAL's accountClaims), when one is cached.
-    public var accountClaims: JSONObject? = nil
+    /// The claims of the account's id_token in its home tenant (MSAL's accountClaims), when one is cached, as their
+    /// canonical wire text (`JWTPayload.canonicalClaims`): what a token result's account writes, made without a tree.
+    public var accountClaimsText: [UInt8]? = nil
+
+    /// The claims as a value (read from their text), for the answers encoded whole (`getAccounts`).
+    public var accountClaims: JSONObject? {
+        guard let accountClaimsText, case .object(let object)? = try? JSONReader.parse(accountClaimsText) else { return nil }
+        return object
+    }
 }
 
 /// How a caller names an account: its homeAccountId, or (the ADAL migration path) its username.

@@ -107,6 +107,22 @@ public enum JWTPayload {
         return object
     }
 
+    /// The claims as `JSONWriter.writeCanonicalWire` writes `claims(of:)`: from the payload's bytes when they allow it
+    /// (`CanonicalJSONText`), else through the tree. An account's first answer writes them.
+    public static func canonicalClaims(of token: String) throws(Failure) -> [UInt8] {
+        let bytes = try payload(of: token)
+        if let text = CanonicalJSONText.of(bytes) {
+            guard text.first == UInt8(ascii: "{") else { throw .badPayload }
+            return text
+        }
+        guard case .object(let object)? = try? JSONReader.parse(bytes) else { throw .badPayload }
+        var text: [UInt8] = []
+        // Claims the canonical writer cannot write count as a payload that is not JSON (no literal JSONReader reads
+        // makes it throw: 1e400 is written too).
+        do { try JSONWriter.writeCanonicalWire(.object(object), into: &text) } catch { throw .badPayload }
+        return text
+    }
+
     /// One claim, when it is a string, without the rest of the payload being kept: what `claims(of:)` then
     /// `stringValue` give (nil for a token that is not a JWT, a payload that is not an object, or no such string).
     public static func stringClaim(_ name: String, of token: String) -> String? {

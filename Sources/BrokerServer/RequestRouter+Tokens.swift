@@ -100,7 +100,7 @@ extension RequestRouter {
                       from peer: PeerIdentity, caller: CallerIdentity, memory: inout ConnectionMemory) -> RememberedAnswer? {
         let started = Threads.nowNanoseconds()
         guard let silent = try? Self.silentRequest(p),
-              let hit = broker.cachedSilentToken(silent, accountText: { try? TokenResultText.accountJSON(SocketWire.account($0)) }),
+              let hit = broker.cachedSilentToken(silent, accountText: SocketWire.accountText),
               memory.access.allows(caller, clientId: p.clientId, account: (hit.outcome.homeAccountId, hit.username),
                                    scopes: silent.scopes, in: apps),
               let text = SocketWire.tokenResultText(hit)

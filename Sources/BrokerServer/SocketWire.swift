@@ -8,7 +8,17 @@ import BrokerWire
 /// outcome as a `TokenResult` (encoded, or as the text a cache hit's answer is written from). Public so that the
 /// benchmarks time the front end's own translation, not a copy of it.
 public enum SocketWire {
+    /// The account's text as a token result writes it (what the cache keeps with the account): its claims are
+    /// written from their text, not read into a value and written again.
+    public static func accountText(_ summary: AccountSummary) -> [UInt8]? {
+        try? TokenResultText.accountJSON(account(summary, claims: nil), claimsText: summary.accountClaimsText)
+    }
+
     public static func account(_ summary: AccountSummary) -> Account {
+        account(summary, claims: summary.accountClaims.map(JSONValue.object))
+    }
+
+    private static func account(_ summary: AccountSummary, claims: JSONValue?) -> Account {
         Account(
             homeAccountId: summary.homeAccountId, username: summary.username, environment: summary.environment,
             realm: summary.realm, localAccountId: summary.localAccountId, name: summary.name,
@@ -21,7 +31,7 @@ public enum SocketWire {
                           accessTokens: $0.accessTokens.map { AccessTokenInfo(scopes: $0.scopes, realm: $0.realm, expiresOn: $0.expiresOn) })
             },
             hiddenFrom: summary.hiddenFrom, signInRequired: summary.signInRequired,
-            accountClaims: summary.accountClaims.map(JSONValue.object))
+            accountClaims: claims)
     }
 
     public static func encodedTokenResult(_ outcome: TokenOutcome, account: AccountSummary, correlationId: String?) throws -> [UInt8] {

@@ -76,11 +76,12 @@ public struct TokenResultText: Sendable {
         self.idTokenAt = idTokenAt ?? correlationIdAt
     }
 
-    /// An account as a token result's `account` member writes it.
-    public static func accountJSON(_ account: Account) throws -> [UInt8] {
+    /// An account as a token result's `account` member writes it; `claimsText`, when given, is its `accountClaims`
+    /// already in canonical wire text (and `account.accountClaims` is not read).
+    public static func accountJSON(_ account: Account, claimsText: [UInt8]? = nil) throws -> [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(1024)
-        try TokenResultWriter.account(account, into: &out)
+        out.reserveCapacity(1024 + (claimsText?.count ?? 0))
+        try TokenResultWriter.account(account, claimsText: claimsText, into: &out)
         return out
     }
 

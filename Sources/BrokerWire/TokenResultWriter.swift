@@ -79,10 +79,15 @@ enum TokenResultWriter {
         return offset
     }
 
-    static func account(_ account: Account, into out: inout [UInt8]) throws {
+    /// `claimsText`: the claims already in canonical wire text (`JWTPayload.canonicalClaims`), written in place of
+    /// `account.accountClaims`.
+    static func account(_ account: Account, claimsText: [UInt8]? = nil, into out: inout [UInt8]) throws {
         var first = true
         out.append(UInt8(ascii: "{"))
-        if let claims = account.accountClaims {
+        if let claimsText {
+            key("\"accountClaims\":", &first, &out)
+            out.append(contentsOf: claimsText)
+        } else if let claims = account.accountClaims {
             key("\"accountClaims\":", &first, &out)
             // Claims are whatever the id_token held: the encoder's canonical form (sorted, numbers normalised).
             try JSONWriter.writeCanonicalWire(claims, into: &out)

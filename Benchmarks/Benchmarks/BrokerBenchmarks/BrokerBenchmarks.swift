@@ -38,7 +38,7 @@ func cacheLookupBenchmarks() {
             guard cache.cachedAccessToken(homeAccountId: probe.homeAccountId, clientId: Fixture.clientId,
                                           environment: Fixture.environment, tenant: probe.tenant,
                                           scopes: [Fixture.scope(3)], now: Fixture.now) != nil,
-                  cache.accountSummary(homeAccountId: probe.homeAccountId, now: Fixture.now)?.accountClaims != nil
+                  cache.accountSummary(homeAccountId: probe.homeAccountId, now: Fixture.now)?.accountClaimsText != nil
             else { throw BenchmarkSetupError("the lookup does not hit: a benchmark of a miss is worthless") }
             return LookupState(cache: cache, account: probe)
         }

@@ -149,4 +149,4 @@ struct BenchmarkSetupError: Error, CustomStringConvertible {
 func wire(_ summary: AccountSummary) -> BrokerProtocol.Account { SocketWire.account(summary) }
 
 /// How the socket front end has the broker write a hit's account (RequestRouter.cachedAnswer).
-let socketAccountText: @Sendable (AccountSummary) -> [UInt8]? = { try? TokenResultText.accountJSON(SocketWire.account($0)) }
+let socketAccountText: @Sendable (AccountSummary) -> [UInt8]? = SocketWire.accountText

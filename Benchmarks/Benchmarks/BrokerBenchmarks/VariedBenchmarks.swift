@@ -82,7 +82,7 @@ final class VariedLookupState: @unchecked Sendable {
                                                 now: Fixture.now)
             // The right token: the one of this account for this scope (the secrets are distinct per account and token).
             guard token?.secret == Fixture.secret(asked.index, asked.token),
-                  cache.memoizedAccountSummary(homeAccountId: q.homeAccountId)?.accountClaims != nil
+                  cache.memoizedAccountSummary(homeAccountId: q.homeAccountId)?.accountClaimsText != nil
             else { misses += 1; continue }
         }
         guard misses == 0 else {

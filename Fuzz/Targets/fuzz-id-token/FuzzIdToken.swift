@@ -2,7 +2,8 @@ import BrokerJSON
 import OAuthParsing
 
 /// An id_token and client_info from a token response: decoding any text ends in claims or a failure, validation
-/// answers yes or no (never traps, whatever numbers `exp` and `iat` hold), and base64url decoding inverts encoding.
+/// answers yes or no (never traps, whatever numbers `exp` and `iat` hold), base64url decoding inverts encoding, and
+/// the claims' canonical text (`JWTPayload.canonicalClaims`) is what the claims are written as.
 /// The input is tried as a whole token and, since a fuzzer rarely finds valid base64 JSON by itself, as the payload.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzIdToken(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
@@ -22,7 +23,16 @@ public func fuzzIdToken(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     if let decoded = Base64URL.decode(text) {
         require(Base64URL.decode(Base64URL.encode(decoded)) == decoded, "base64url does not round-trip")
     }
-    _ = try? JWTPayload.claims(of: text)
+    for raw in [text, "eyJhbGciOiJub25lIn0." + Base64URL.encode(bytes) + ".c2ln"] {
+        // The claims an account's answer writes: the canonical text of the claims, or a failure where they fail.
+        let claims = try? JWTPayload.claims(of: raw), canonical = try? JWTPayload.canonicalClaims(of: raw)
+        require((claims == nil) == (canonical == nil), "canonicalClaims and claims disagree on a token")
+        if let claims, let canonical {
+            var written: [UInt8] = []
+            try? JSONWriter.writeCanonicalWire(.object(claims), into: &written)
+            require(written == canonical, "canonicalClaims is not the claims written canonically")
+        }
+    }
     return 0
 }
 

@@ -18,10 +18,17 @@ private struct Sample: Codable, Equatable {
 
 /// Any bytes read as JSON (strict and lenient) end in a value or a JSONReadError, never a trap or a stack overflow;
 /// a value read survives writing (read back strictly, it is the same value); decoding into Codable types either
-/// succeeds or throws, and what decodes encodes to the same bytes every time.
+/// succeeds or throws, and what decodes encodes to the same bytes every time. The canonical text made from the
+/// bytes (`CanonicalJSONText`) is nil or the one the strictly read value is written as.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzJSONReader(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    if let fast = CanonicalJSONText.of(bytes) {
+        guard let value = try? JSONReader.parse(bytes) else { fatalError("a canonical text made from bytes that are not JSON") }
+        var written: [UInt8] = []
+        guard (try? JSONWriter.writeCanonicalWire(value, into: &written)) != nil else { fatalError("the tree's way throws") }
+        require(fast == written, "the canonical text from the bytes is not the tree's")
+    }
     for lenient in [false, true] {
         guard let value = try? JSONReader.parse(bytes, lenient: lenient) else { continue }
         let written = JSONWriter().bytes(value)
