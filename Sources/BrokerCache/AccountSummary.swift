@@ -41,7 +41,9 @@ public struct AccountSummary: Sendable, Equatable {
 
     /// The claims as a value (read from their text), for the answers encoded whole (`getAccounts`).
     public var accountClaims: JSONObject? {
-        guard let accountClaimsText, case .object(let object)? = try? JSONReader.parse(accountClaimsText) else { return nil }
+        guard let accountClaimsText, case .object(let object)? = try? JSONReader.parse(accountClaimsText) else {
+            return nil
+        }
         return object
     }
 }

@@ -24,6 +24,7 @@ public enum CanonicalJSONText {
     }
 
     private struct Scanner {
+        private var maximumDepth: Int { CanonicalJSONText.maximumDepth }
         let bytes: UnsafeBufferPointer<UInt8>
         var position = 0
 
@@ -41,8 +42,8 @@ public enum CanonicalJSONText {
             skipWhitespace()
             guard let byte = next else { return false }
             switch byte {
-            case UInt8(ascii: "{"): return depth < CanonicalJSONText.maximumDepth && object(into: &out, depth: depth + 1)
-            case UInt8(ascii: "["): return depth < CanonicalJSONText.maximumDepth && array(into: &out, depth: depth + 1)
+            case UInt8(ascii: "{"): return depth < maximumDepth && object(into: &out, depth: depth + 1)
+            case UInt8(ascii: "["): return depth < maximumDepth && array(into: &out, depth: depth + 1)
             case UInt8(ascii: "\""):
                 guard let content = string() else { return false }
                 appendQuoted(content, to: &out)
@@ -157,10 +158,12 @@ public enum CanonicalJSONText {
                 break
             }
             let bytes = self.bytes
-            func keyBytes(_ range: Range<Int>) -> UnsafeBufferPointer<UInt8> { UnsafeBufferPointer(rebasing: bytes[range]) }
+            func keyBytes(_ range: Range<Int>) -> UnsafeBufferPointer<UInt8> {
+                UnsafeBufferPointer(rebasing: bytes[range])
+            }
             members.sort { keyBytes($0.key).lexicographicallyPrecedes(keyBytes($1.key)) }
-            for index in members.indices.dropFirst() where keyBytes(members[index - 1].key).elementsEqual(
-                keyBytes(members[index].key)) {
+            for index in members.indices.dropFirst()
+            where keyBytes(members[index - 1].key).elementsEqual(keyBytes(members[index].key)) {
                 return false
             }
             out.append(UInt8(ascii: "{"))

@@ -88,7 +88,9 @@ final class CanonicalJSONTextTests: XCTestCase {
         case 3, 4:
             return !plain && draw.chance(30) ? draw.pick(Self.otherStrings) : "\"\(draw.pick(Self.plainStrings))\""
         case 5:
-            let elements = (0..<draw.count(0...4)).map { _ in space(&draw) + text(depth: depth + 1, plain: plain, &draw) }
+            let elements = (0..<draw.count(0...4)).map { _ in
+                space(&draw) + text(depth: depth + 1, plain: plain, &draw)
+            }
             let trailing = !plain && draw.chance(5) ? "," : ""
             return "[" + elements.joined(separator: ",") + trailing + space(&draw) + "]"
         default:
@@ -96,7 +98,8 @@ final class CanonicalJSONTextTests: XCTestCase {
             if plain { keys = Array(Set(keys)) } else if draw.chance(20) { keys.append(draw.pick(Self.otherStrings)) }
             let members = keys.map { key -> String in
                 let quoted = key.hasPrefix("\"") ? key : "\"\(key)\""
-                return space(&draw) + quoted + space(&draw) + ":" + space(&draw) + text(depth: depth + 1, plain: plain, &draw)
+                let value = text(depth: depth + 1, plain: plain, &draw)
+                return space(&draw) + quoted + space(&draw) + ":" + space(&draw) + value
             }
             let trailing = !plain && draw.chance(5) ? "," : ""
             return "{" + members.joined(separator: ",") + trailing + space(&draw) + "}"
@@ -123,7 +126,8 @@ final class CanonicalJSONTextTests: XCTestCase {
             if expected == nil { invalid += 1 }
             guard let written = CanonicalJSONText.of(bytes) else { continue }
             fast += 1
-            XCTAssertEqual(String(decoding: written, as: UTF8.self), expected.map { String(decoding: $0, as: UTF8.self) }, text)
+            let tree = expected.map { String(decoding: $0, as: UTF8.self) }
+            XCTAssertEqual(String(decoding: written, as: UTF8.self), tree, text)
         }
         // Both ways are taken: the comparison above is made on thousands of texts, and invalid ones are among them.
         XCTAssertGreaterThan(fast, 1_000)
@@ -136,7 +140,8 @@ final class CanonicalJSONTextTests: XCTestCase {
             let text = text(depth: 0, plain: true, &draw)
             let bytes = Array(text.utf8)
             let written = try XCTUnwrap(CanonicalJSONText.of(bytes), text)
-            XCTAssertEqual(String(decoding: written, as: UTF8.self), try treeText(bytes).map { String(decoding: $0, as: UTF8.self) })
+            let expected = try treeText(bytes).map { String(decoding: $0, as: UTF8.self) }
+            XCTAssertEqual(String(decoding: written, as: UTF8.self), expected)
         }
     }
 

@@ -24,9 +24,13 @@ private struct Sample: Codable, Equatable {
 public func fuzzJSONReader(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
     if let fast = CanonicalJSONText.of(bytes) {
-        guard let value = try? JSONReader.parse(bytes) else { fatalError("a canonical text made from bytes that are not JSON") }
+        guard let value = try? JSONReader.parse(bytes) else {
+            fatalError("a canonical text made from bytes that are not JSON")
+        }
         var written: [UInt8] = []
-        guard (try? JSONWriter.writeCanonicalWire(value, into: &written)) != nil else { fatalError("the tree's way throws") }
+        guard (try? JSONWriter.writeCanonicalWire(value, into: &written)) != nil else {
+            fatalError("the tree's way throws")
+        }
         require(fast == written, "the canonical text from the bytes is not the tree's")
     }
     for lenient in [false, true] {
