@@ -68,6 +68,12 @@ public struct TokenCache: Sendable {
     /// a sixth of a hit. By number, so that a hit finds it by the account its token lookup already resolved
     /// (`CacheAccountRef`), not by hashing and comparing the id once more.
     private var summaries: [UInt32: MemoizedAccount] = [:]
+    /// Memoized accounts a change has made stale, with the text encoder their text was made with: made again when
+    /// the change is done (`remakeStaleSummaries`), so that an account's next hit after a refresh of its tokens
+    /// finds its summary made, as its hits before did.
+    private var staleSummaries: [UInt32: AccountTextEncoder] = [:]
+    /// Past this many accounts changed at once (an import, a sign-out of many), the accounts' next hits make them.
+    public static let staleSummariesRemade = 32
     /// How many Account entries each home account has, by the number of its id (none: absent). What `accountRef`
     /// reads: by number, so that the number found serves the lookups after it.
     private var accountEntries: [UInt32: Int] = [:]
@@ -86,7 +92,13 @@ public struct TokenCache: Sendable {
         /// is `textStateVersion`: who it is hidden from and whether it needs a sign-in come from the state.
         var text: [UInt8]?
         var textStateVersion: UInt64 = 0
+        /// What wrote `text`: what writes it again when the account changes.
+        var encode: AccountTextEncoder?
     }
+
+    /// How a front end writes an account's summary (the socket's `SocketWire.accountText`); the cache keeps the text
+    /// without reading it.
+    public typealias AccountTextEncoder = @Sendable (AccountSummary) -> [UInt8]?
 
     public init(aliases: EnvironmentAliases = EnvironmentAliases()) {
         self.aliases = aliases
@@ -221,7 +233,7 @@ public struct TokenCache: Sendable {
 
     /// The memoized summary and, when `encode` is given, the summary as `encode` writes it, made once per change of
     /// the account or of brokerd's state (a front end's wire text: the cache keeps it without reading it).
-    public mutating func memoizedAccount(homeAccountId hid: String, text encode: ((AccountSummary) -> [UInt8]?)?)
+    public mutating func memoizedAccount(homeAccountId hid: String, text encode: AccountTextEncoder?)
         -> (summary: AccountSummary, text: [UInt8]?)? {
         let id = hid.lowercasedIfNeeded
         var memo: MemoizedAccount
@@ -246,6 +258,7 @@ public struct TokenCache: Sendable {
         if memo.text == nil || memo.textStateVersion != stateVersion {
             memo.text = encode(summary)
             memo.textStateVersion = stateVersion
+            memo.encode = encode
             summaries[number] = memo
         } else if summaries[number] == nil {
             summaries[number] = memo
@@ -258,7 +271,7 @@ public struct TokenCache: Sendable {
     /// summary: only two strings leave the cache.
     /// `account`: the account as `resolveAccount` resolved it, which spares looking the id up again.
     public mutating func memoizedAccountText(homeAccountId hid: String, account: CacheAccountRef? = nil,
-                                             text encode: ((AccountSummary) -> [UInt8]?)?)
+                                             text encode: AccountTextEncoder?)
         -> (username: String, text: [UInt8]?)? {
         if let number = account?.number ?? accessTokens.strings.number(of: hid),
            let index = summaries.index(forKey: number) {
@@ -383,7 +396,23 @@ public struct TokenCache: Sendable {
     }
 
     private mutating func forgetSummary(of hid: String) {
-        if !summaries.isEmpty, let number = accessTokens.strings.number(of: hid) { summaries[number] = nil }
+        guard !summaries.isEmpty, let number = accessTokens.strings.number(of: hid),
+              let memo = summaries.removeValue(forKey: number) else { return }
+        if memo.text != nil, let encode = memo.encode { staleSummaries[number] = encode }
+    }
+
+    /// Makes again the memoized accounts that changes since the last call made stale (summary and text), when they
+    /// are at most `staleSummariesRemade`; more are left to their next hits. Called when a change is done
+    /// (`CacheCell`), not per entry: a refresh changes two or three entries of one account.
+    public mutating func remakeStaleSummaries() {
+        guard !staleSummaries.isEmpty else { return }
+        let stale = staleSummaries
+        staleSummaries = [:]
+        guard stale.count <= Self.staleSummariesRemade else { return }
+        for (number, encode) in stale {
+            // An account signed out has no summary to make: nothing is kept for it.
+            _ = memoizedAccount(homeAccountId: accessTokens.strings[number], text: encode)
+        }
     }
 }
 

@@ -118,6 +118,7 @@ final class CacheCell: @unchecked Sendable {
     func withLock<Result>(_ body: (inout Contents) throws -> Result) rethrows -> Result {
         lock.writeLock()
         defer {
+            contents.cache.remakeStaleSummaries()
             publishGeneration()
             lock.unlock()
         }
@@ -142,6 +143,9 @@ final class CacheCell: @unchecked Sendable {
         _modify {
             lock.writeLock()
             defer {
+                // The accounts the change touched that had their summaries made: made again now, under the same
+                // lock (an account's first hit makes them under it too), not by their next hit.
+                contents.cache.remakeStaleSummaries()
                 publishGeneration()
                 lock.unlock()
             }

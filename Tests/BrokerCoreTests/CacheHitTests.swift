@@ -135,6 +135,30 @@ final class CacheHitTests: XCTestCase {
         XCTAssertEqual(readersDone.wait(timeout: .now() + 30), .success, "a reader kept waiting")
     }
 
+    /// A change the broker makes to an account whose summary a hit made (here an import of a second token) makes
+    /// the summary and the text again as the change is done: the next hit reads them, as the hits before it did.
+    func testAChangeMakesTheAccountsTextAgainForTheNextHit() async throws {
+        let broker = try await makeBroker(baseEntries + [(.accessToken, token())])
+        let text: @Sendable (AccountSummary) -> [UInt8]? = { summary in
+            Array(summary.apps.flatMap(\.accessTokens).map { $0.scopes.joined(separator: "+") }.sorted().joined(separator: ",").utf8)
+        }
+        let first = try XCTUnwrap(broker.cachedSilentToken(request(), accountText: text))
+        XCTAssertEqual(first.accountText.map { String(decoding: $0, as: UTF8.self) }, "User.Read+Mail.Read")
+        let cell = await broker.cell
+        func kept() -> String? {
+            cell.withReadLock { $0.cache.keptAccountText(homeAccountId: hid, withText: true) }?.text
+                .map { String(decoding: $0, as: UTF8.self) }
+        }
+        XCTAssertEqual(kept(), "User.Read+Mail.Read")
+        var document = CacheDocument()
+        let files = token(target: "Files.Read", secret: "at-2")
+        document.entries[.accessToken, default: [:]][files.canonicalKey(as: .accessToken)] = files
+        _ = try await broker.importDocument(document)
+        XCTAssertEqual(kept(), "Files.Read,User.Read+Mail.Read", "made again when the import was done, before any hit")
+        let next = try XCTUnwrap(broker.cachedSilentToken(request(scopes: ["Files.Read"]), accountText: text))
+        XCTAssertEqual(next.accountText.map { String(decoding: $0, as: UTF8.self) }, "Files.Read,User.Read+Mail.Read")
+    }
+
     func testEverythingButAPlainHitIsLeftToTheFullPath() async throws {
         let broker = try await makeBroker(baseEntries + [
             (.accessToken, token()),

@@ -222,7 +222,7 @@ final class CacheModelDifferentialTests: XCTestCase {
     private func checkSummaries(_ cache: inout TokenCache, seed: UInt64, step: Int) {
         // A front end's text of the account: anything that changes with the summary. Written field by field:
         // `String(describing:)` walks the value by reflection, and was a third of this test's time.
-        let text: (AccountSummary) -> [UInt8]? = { summary in
+        let text: TokenCache.AccountTextEncoder = { summary in
             var parts = [summary.homeAccountId, summary.username, summary.environment, summary.realm,
                          summary.localAccountId ?? "-", summary.name ?? "-", summary.authorityType ?? "-",
                          "\(summary.signInRequired)", summary.hiddenFrom.joined(separator: ",")]
@@ -286,7 +286,7 @@ final class CacheModelDifferentialTests: XCTestCase {
         XCTAssertEqual(summary?.hiddenFrom, ["client-b"])
         XCTAssertEqual(summary?.signInRequired, true)
         XCTAssertEqual(summary, cache.accountSummary(homeAccountId: "uid1.utid1", now: now))
-        let text: (AccountSummary) -> [UInt8]? = { Array("\($0.signInRequired) \($0.hiddenFrom)".utf8) }
+        let text: TokenCache.AccountTextEncoder = { Array("\($0.signInRequired) \($0.hiddenFrom)".utf8) }
         XCTAssertEqual(cache.memoizedAccount(homeAccountId: "uid1.utid1", text: text)?.text, Array("true [\"client-b\"]".utf8))
         cache.state.signInRequired = []
         XCTAssertEqual(cache.memoizedAccountSummary(homeAccountId: "uid1.utid1")?.signInRequired, false)

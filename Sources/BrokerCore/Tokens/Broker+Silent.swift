@@ -175,7 +175,7 @@ extension Broker {
                     use: unnoted)
     }
 
-    private nonisolated func cachedHit(_ request: SilentTokenRequest, now: Int64, accountText: ((AccountSummary) -> [UInt8]?)?,
+    private nonisolated func cachedHit(_ request: SilentTokenRequest, now: Int64, accountText: TokenCache.AccountTextEncoder?,
                                        in contents: inout CacheCell.Contents) -> CachedLookup {
         var request = request
         if let partial = contents.partial {
