@@ -139,10 +139,9 @@ final class VariedBrokerState<Query>: @unchecked Sendable {
 /// app-access check, the memo, the audit and the logging, which BrokerServer does not expose: the line parsed, its params read, the broker asked, the answer's text made, the answer line
 /// written. nil for anything but a hit.
 func answerLine(_ line: [UInt8], broker: Broker) -> [UInt8]? {
-    guard case .single(.success(let request)) = RPCEnvelope.parse(line), let id = request.id,
-          let p = AcquireTokenSilentlyParams(plain: request.params)
-            ?? (try? ProtocolCoding.decode(AcquireTokenSilentlyParams.self, from: request.params ?? .object(JSONObject()))),
-          let hid = p.account.homeAccountId else { return nil }
+    // Read in one pass as the connection reads a plain line (`SilentRequestLine`).
+    guard let read = SilentRequestLine(line), let hid = read.params.account.homeAccountId else { return nil }
+    let (id, p) = (read.id, read.params)
     let silent = SilentTokenRequest(clientId: p.clientId, authority: p.authority,
                                     scopes: Scopes.withResource(p.scopes, resource: p.resource),
                                     account: .homeAccountId(hid), forceRefresh: p.forceRefresh ?? false, claims: p.claims)
